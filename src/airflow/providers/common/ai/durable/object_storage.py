@@ -1,0 +1,94 @@
+"""The journal under ``[common.ai] durable_cache_path``: one object per step in any fsspec filesystem."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote
+
+from fsspec.implementations.local import LocalFileSystem
+
+from airflow.providers.common.ai.durable.storage import JournalStorage
+
+# Most filesystems refuse names longer than 255 bytes; a quoted id can be three times its length.
+_MAX_QUOTED_LENGTH = 200
+
+
+def _segment(field: str, value: str) -> str:
+    """
+    Return one path segment that names ``value`` and no other value of ``field``.
+
+    Quoting keeps the id readable and maps "/" and every other special character away; the
+    ``field=`` prefix keeps "." and ".." from being read as directories. An id too long to quote
+    is named by its digest, under a prefix a quoted id cannot have.
+    """
+    quoted = quote(value, safe="")
+    if len(quoted) <= _MAX_QUOTED_LENGTH:
+        return f"{field}={quoted}"
+    return f"{field}#sha256={hashlib.sha256(value.encode()).hexdigest()}"
+
+
+def task_instance_folder(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """The folder, relative to the cache path, that holds one task instance's journal."""
+    return "/".join(
+        (
+            _segment("dag_id", dag_id),
+            _segment("run_id", run_id),
+            _segment("task_id", task_id),
+            f"map_index={int(map_index)}",
+        )
+    )
+
+
+class ObjectStorageStorage(JournalStorage):
+    """
+    Journal entries as ``<cache path>/dag_id=.../run_id=.../task_id=.../map_index=N/<step>.json``.
+
+    Each completed step writes its own small object, so a write costs what the step costs. On
+    local disk a write goes to a temporary file that is renamed into place, so a try killed
+    mid-write leaves the previous entry whole; object stores write an object atomically. After
+    success the task instance's folder is removed in one call.
+
+    ``base`` is an ``ObjectStoragePath`` (or any universal-pathlib path).
+    """
+
+    def __init__(self, base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
+        self._fs = base.fs
+        self._folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
+        self._is_local = isinstance(self._fs, LocalFileSystem)
+        self._folder_exists = False
+        self.identity = f"{dag_id}/{run_id}/{task_id}/{map_index}"
+
+    def _path(self, key: str) -> str:
+        return f"{self._folder}/{key}.json"
+
+    def read(self, key: str) -> str | None:
+        try:
+            return self._fs.cat_file(self._path(key)).decode()
+        except FileNotFoundError:
+            return None
+
+    def write(self, key: str, text: str) -> None:
+        data = text.encode()
+        if not self._is_local:
+            self._fs.pipe_file(self._path(key), data)
+            return
+        if not self._folder_exists:
+            os.makedirs(self._folder, exist_ok=True)
+            self._folder_exists = True
+        descriptor, temporary = tempfile.mkstemp(dir=self._folder, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(data)
+            os.replace(temporary, self._path(key))
+        except BaseException:
+            os.unlink(temporary)
+            raise
+
+    def delete_all(self, keys: Iterable[str]) -> None:
+        if self._fs.exists(self._folder):
+            self._fs.rm(self._folder, recursive=True)
+        self._folder_exists = False

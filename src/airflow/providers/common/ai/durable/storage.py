@@ -1,0 +1,56 @@
+"""Where a journal's entries are kept: the interface every backend implements, and one in memory."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+
+class JournalStorage(ABC):
+    """
+    The entries of one task instance's journal, each a JSON text under a short key.
+
+    Backends know nothing about agents or about what an entry holds. Keys are made of digits and
+    dots; a backend maps them to its own names so that they cannot clash with anything else it keeps.
+    """
+
+    #: Names the task instance in idempotency keys; the same on every try of that task instance.
+    identity: str
+
+    @abstractmethod
+    def read(self, key: str) -> str | None:
+        """Return the entry stored under ``key``, or ``None`` if there is none."""
+
+    @abstractmethod
+    def write(self, key: str, text: str) -> None:
+        """Store ``text`` under ``key`` in one atomic write, replacing what was there."""
+
+    @abstractmethod
+    def delete_all(self, keys: Iterable[str]) -> None:
+        """
+        Delete the whole journal.
+
+        ``keys`` lazily names every stored entry, found by reading the journal; a backend that can
+        drop everything it holds in one call ignores it.
+        """
+
+
+class InMemoryStorage(JournalStorage):
+    """Entries in a dict, for tests and for runs outside Airflow; counts what it is asked to do."""
+
+    def __init__(self, identity: str = "in-memory") -> None:
+        self.identity = identity
+        self.entries: dict[str, str] = {}
+        self.writes = 0
+        self.bytes_written = 0
+
+    def read(self, key: str) -> str | None:
+        return self.entries.get(key)
+
+    def write(self, key: str, text: str) -> None:
+        self.writes += 1
+        self.bytes_written += len(text.encode())
+        self.entries[key] = text
+
+    def delete_all(self, keys: Iterable[str]) -> None:
+        self.entries.clear()

@@ -1,0 +1,87 @@
+"""Binds a journal to the running task instance, in the storage its Airflow version offers."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.providers.common.ai.durable.journal import DurableJournal
+from airflow.providers.common.ai.durable.storage import JournalStorage
+
+log = logging.getLogger(__name__)
+
+CACHE_PATH_EXAMPLE = "file:///tmp/airflow_durable_cache"
+
+# The journals this process opened, by task instance try; the success listener takes them back.
+_journals: dict[tuple[str, str, str, int, int], DurableJournal] = {}
+
+
+def _try_key(ti: Any) -> tuple[str, str, str, int, int]:
+    return (ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
+
+
+def _running_task_context() -> Any | None:
+    from airflow.sdk import get_current_context
+
+    try:
+        return get_current_context()
+    except RuntimeError:
+        return None
+
+
+def storage_for_task(context: Any) -> JournalStorage:
+    """
+    The storage of the journal of the task instance ``context`` belongs to.
+
+    The task state store when Airflow offers it (3.3+), else ``[common.ai] durable_cache_path``;
+    refuses, naming the option, when neither is there.
+    """
+    from airflow.configuration import conf
+    from airflow.exceptions import AirflowConfigException
+
+    ti = context["ti"]
+    identity = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
+    cache_path = (conf.get("common.ai", "durable_cache_path", fallback="") or "").strip()
+    accessor = context.get("task_state_store")
+    if accessor is not None:
+        from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+
+        if cache_path:
+            log.info(
+                "Durable: the journal is kept in the task state store; "
+                "[common.ai] durable_cache_path is only used on Airflow before 3.3"
+            )
+        return TaskStateStoreStorage(accessor, identity)
+    if not cache_path:
+        raise AirflowConfigException(
+            "Durable execution needs [common.ai] durable_cache_path on Airflow before 3.3: set it to an "
+            f"ObjectStorage URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH={CACHE_PATH_EXAMPLE}"
+        )
+    from airflow.sdk import ObjectStoragePath
+
+    from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+
+    return ObjectStorageStorage(
+        ObjectStoragePath(cache_path),
+        dag_id=ti.dag_id,
+        run_id=ti.run_id,
+        task_id=ti.task_id,
+        map_index=ti.map_index,
+    )
+
+
+def journal_of_running_task() -> DurableJournal | None:
+    """The journal of the running task instance's try, the same for every call in it; ``None`` outside a task."""
+    context = _running_task_context()
+    if context is None:
+        return None
+    key = _try_key(context["ti"])
+    journal = _journals.get(key)
+    if journal is None:
+        journal = _journals[key] = DurableJournal(storage_for_task(context))
+    return journal
+
+
+def take_journal(ti: Any) -> DurableJournal | None:
+    """Hand over, once, the journal this process opened for ``ti``'s try, if it opened one."""
+    return _journals.pop(_try_key(ti), None)

@@ -1,0 +1,40 @@
+"""The journal in Airflow's task state store (Airflow 3.3+): no configuration, shared by all tries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from airflow.providers.common.ai.durable.storage import JournalStorage
+
+#: Every journal key starts with this; a task's own state store keys must not.
+KEY_PREFIX = "airflow.providers.common.ai.durable/"
+
+
+class TaskStateStoreStorage(JournalStorage):
+    """
+    Journal entries as keys of ``context["task_state_store"]``, one key per step.
+
+    The store keeps the rows of one task instance (one map index) for all its tries. Keys live
+    under :data:`KEY_PREFIX`, so the task's own keys are never read or deleted, and never expire:
+    a journal must outlive the retry delay, however long.
+    """
+
+    def __init__(self, accessor: Any, identity: str) -> None:
+        self._accessor = accessor
+        self.identity = identity
+
+    def read(self, key: str) -> str | None:
+        text = self._accessor.get(KEY_PREFIX + key)
+        return text if isinstance(text, str) else None
+
+    def write(self, key: str, text: str) -> None:
+        from airflow.sdk.execution_time.context import NEVER_EXPIRE
+
+        self._accessor.set(KEY_PREFIX + key, text, retention=NEVER_EXPIRE)
+
+    def delete_all(self, keys: Iterable[str]) -> None:
+        # The store's clear() would also drop the task's own keys; it has no listing, so the journal
+        # names its entries and each one is one delete.
+        for key in keys:
+            self._accessor.delete(KEY_PREFIX + key)

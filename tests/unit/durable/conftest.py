@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+from durable_backends import FakeTaskStateStore, make_storage
+
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+
+BACKENDS = ["memory", "file", "fsspec-memory", "task-state-store"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """The name of a storage backend; every backend passes the same behaviour suite."""
+    return request.param
+
+
+@pytest.fixture
+def new_storage(backend, tmp_path):
+    """Returns storage of ``backend`` over the same place each call: one object per try."""
+    accessor = FakeTaskStateStore()
+    shared = InMemoryStorage() if backend == "memory" else None
+
+    def factory():
+        return shared if shared is not None else make_storage(backend, tmp_path, accessor)
+
+    yield factory
+    if backend == "fsspec-memory":
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        MemoryFileSystem.store.clear()
+        MemoryFileSystem.pseudo_dirs[:] = [""]

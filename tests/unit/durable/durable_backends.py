@@ -1,0 +1,54 @@
+"""Storage backends for the journal tests: each made over a place the test owns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from upath import UPath
+
+from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+
+
+class FakeTaskStateStore:
+    """``context["task_state_store"]`` of one task instance, as Airflow 3.3 behaves: JSON values, no None."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+        self.retention: dict[str, Any] = {}
+        self.calls: list[str] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.calls.append("get")
+        return json.loads(self.rows[key]) if key in self.rows else default
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.calls.append("set")
+        if value is None:
+            raise ValueError("Cannot set value as None")
+        self.rows[key] = json.dumps(value)
+        self.retention[key] = retention
+
+    def delete(self, key: str) -> None:
+        self.calls.append("delete")
+        self.rows.pop(key, None)
+
+    def clear(self) -> None:
+        self.calls.append("clear")
+        self.rows.clear()
+
+
+def make_storage(kind: str, tmp_path: Any, accessor: FakeTaskStateStore | None = None):
+    ids = {"dag_id": "dag", "run_id": "manual__2026-11-29", "task_id": "agent", "map_index": -1}
+    if kind == "memory":
+        return InMemoryStorage()
+    if kind == "file":
+        return ObjectStorageStorage(UPath(f"file://{tmp_path}/cache"), **ids)
+    if kind == "fsspec-memory":
+        return ObjectStorageStorage(UPath(f"memory://{tmp_path}/cache"), **ids)
+    if kind == "task-state-store":
+        return TaskStateStoreStorage(accessor or FakeTaskStateStore(), identity="dag/run/agent/-1")
+    raise ValueError(kind)
+

@@ -1,0 +1,337 @@
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+
+import pytest
+
+from airflow.providers.common.ai.durable.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.journal import (
+    DurableJournal,
+    current_journal,
+    journal_scope,
+    running_step,
+)
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+
+
+class Agentish:
+    """Runs a scripted list of calls through a journal, counting the ones that really ran."""
+
+    def __init__(self) -> None:
+        self.live_calls: Counter[str] = Counter()
+
+    def call(self, run, kind: str, name: str, request, result=None, *, fail: bool = False):
+        step = run.claim(kind, name, fingerprint(request))
+        if step.replayed:
+            return step.result
+        with step.running(mark_in_flight=kind == "tool"):
+            self.live_calls[name] += 1
+            if fail:
+                raise RuntimeError(f"{name} failed")
+            value = result if result is not None else f"{name} answered {request}"
+        step.record(value, meta={"tokens": 10} if kind == "model" else None)
+        return value
+
+
+def three_calls(agent: Agentish, journal: DurableJournal, *, prompt: str = "hello", fail_at: str | None = None):
+    with journal.run() as run:
+        answer = agent.call(run, "model", "gpt", [prompt])
+        weather = agent.call(run, "tool", "weather", {"city": "Paris"}, fail=fail_at == "weather")
+        return agent.call(run, "model", "gpt", [prompt, answer, weather], fail=fail_at == "final")
+
+
+def test_a_retry_replays_what_the_failed_try_completed_and_runs_only_the_rest_live():
+    storage = InMemoryStorage()
+    first = Agentish()
+    with pytest.raises(RuntimeError):
+        three_calls(first, DurableJournal(storage), fail_at="final")
+    assert first.live_calls == {"gpt": 2, "weather": 1}
+
+    second, journal = Agentish(), DurableJournal(storage)
+    output = three_calls(second, journal)
+
+    assert second.live_calls == {"gpt": 1}
+    assert output == str(["hello", "gpt answered ['hello']", "weather answered {'city': 'Paris'}"]).join(
+        ("gpt answered ", "")
+    )
+    assert journal.stats.replayed == {"model": 1, "tool": 1}
+    assert journal.stats.tokens_saved == 10
+
+
+def test_the_first_call_that_differs_runs_live_with_every_call_after_it_and_replaces_the_stale_entries(caplog):
+    storage = InMemoryStorage()
+    three_calls(Agentish(), DurableJournal(storage))
+
+    changed = Agentish()
+    with caplog.at_level(logging.WARNING):
+        three_calls(changed, DurableJournal(storage), prompt="bonjour")
+    assert changed.live_calls == {"gpt": 2, "weather": 1}
+    assert "run diverged" in caplog.text and "model 'gpt' at 1.1" in caplog.text
+
+    again = Agentish()
+    three_calls(again, DurableJournal(storage), prompt="bonjour")
+    assert again.live_calls == {}
+
+
+def test_a_call_after_a_changed_one_runs_live_even_if_it_asks_the_same():
+    storage = InMemoryStorage()
+    three_calls(Agentish(), DurableJournal(storage))
+
+    journal, agent = DurableJournal(storage), Agentish()
+    with journal.run() as run:
+        agent.call(run, "model", "gpt", ["something else"])
+        agent.call(run, "tool", "weather", {"city": "Paris"})
+    assert agent.live_calls == {"gpt": 1, "weather": 1}
+
+
+def test_an_entry_left_by_a_longer_older_try_is_never_taken_for_a_step_after_a_changed_one():
+    storage = InMemoryStorage()
+    three_calls(Agentish(), DurableJournal(storage))  # positions 1..3
+    with DurableJournal(storage).run() as run:  # a try that changed position 1 and died after it
+        Agentish().call(run, "model", "gpt", ["other"])
+
+    journal, agent = DurableJournal(storage), Agentish()
+    with journal.run() as run:
+        agent.call(run, "model", "gpt", ["other"])
+        agent.call(run, "tool", "weather", {"city": "Paris"})  # position 2 was recorded after the old 1
+    assert agent.live_calls == {"weather": 1}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["{not json", '"a string"', json.dumps({"format": 99, "state": "done"})],
+    ids=["corrupt", "not-an-object", "unknown-format"],
+)
+def test_a_recorded_entry_that_cannot_be_read_runs_live_with_every_call_after_it(damage, caplog):
+    storage = InMemoryStorage()
+    three_calls(Agentish(), DurableJournal(storage))
+    storage.entries["1.2"] = damage
+
+    agent = Agentish()
+    with caplog.at_level(logging.WARNING):
+        three_calls(agent, DurableJournal(storage))
+    assert agent.live_calls == {"weather": 1, "gpt": 1}
+    assert "tool 'weather' at 1.2" in caplog.text
+
+
+def test_a_tool_call_that_failed_is_not_recorded_and_runs_again_on_retry():
+    storage = InMemoryStorage()
+    with pytest.raises(RuntimeError):
+        three_calls(Agentish(), DurableJournal(storage), fail_at="weather")
+
+    agent = Agentish()
+    three_calls(agent, DurableJournal(storage))
+    assert agent.live_calls == {"weather": 1, "gpt": 1}
+
+
+def test_a_call_interrupted_mid_run_runs_again_with_the_same_idempotency_key(caplog):
+    storage = InMemoryStorage()
+    keys = []
+    with DurableJournal(storage).run() as run:
+        step = run.claim("tool", "send_mail", fingerprint({"to": "ops"}))
+        with step.running(mark_in_flight=True):
+            keys.append(running_step().idempotency_key)
+        # the worker dies here: no record()
+
+    with caplog.at_level(logging.WARNING), DurableJournal(storage).run() as run:
+        step = run.claim("tool", "send_mail", fingerprint({"to": "ops"}))
+        keys.append(step.idempotency_key)
+    assert step.interrupted and not step.replayed
+    assert keys[0] == keys[1]
+    assert f"idempotency_key={keys[0]}" in caplog.text
+
+
+def test_idempotency_keys_differ_between_positions_and_task_instances():
+    def key(identity, position):
+        with DurableJournal(InMemoryStorage(identity)).run() as run:
+            steps = [run.claim("tool", "t", "f") for _ in range(position)]
+        return steps[-1].idempotency_key
+
+    assert len({key("a", 1), key("a", 2), key("b", 1)}) == 3
+
+
+def test_a_result_that_is_not_json_is_named_in_the_log_and_runs_again_while_the_rest_replays(caplog):
+    storage = InMemoryStorage()
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        Agentish().call(run, "model", "gpt", ["a"])
+        step = run.claim("tool", "make_set", fingerprint({}))
+        with caplog.at_level(logging.WARNING):
+            assert step.record({1, 2}) is False
+        Agentish().call(run, "model", "gpt", ["b"])
+    assert "tool 'make_set' at 1.2" in caplog.text
+    assert "could not record 1 (tool 'make_set' at 1.2" in journal.stats.summary()
+
+    agent = Agentish()
+    with DurableJournal(storage).run() as run:
+        agent.call(run, "model", "gpt", ["a"])
+        agent.call(run, "tool", "make_set", {})
+        agent.call(run, "model", "gpt", ["b"])
+    assert agent.live_calls == {"make_set": 1}
+
+
+def test_a_write_the_store_refuses_leaves_what_was_recorded_intact():
+    class RefusingStorage(InMemoryStorage):
+        refuse = False
+
+        def write(self, key, text):
+            if self.refuse:
+                raise OSError("quota exceeded")
+            super().write(key, text)
+
+    storage = RefusingStorage()
+    three_calls(Agentish(), DurableJournal(storage))
+    recorded = dict(storage.entries)
+
+    storage.refuse = True
+    journal = DurableJournal(storage)
+    three_calls(Agentish(), journal, prompt="changed")
+    assert storage.entries == recorded
+    assert len(journal.stats.not_recorded) == 3
+    assert "quota exceeded" in journal.stats.not_recorded[0]
+
+
+def test_a_value_that_cannot_be_fingerprinted_runs_live_and_warns(caplog):
+    storage = InMemoryStorage()
+    three_calls(Agentish(), DurableJournal(storage))
+    with caplog.at_level(logging.WARNING), DurableJournal(storage).run() as run:
+        step = run.claim("model", "gpt", fingerprint(object(), what="model 'gpt'"))
+    assert not step.replayed
+    assert "cannot fingerprint model 'gpt'" in caplog.text
+
+
+def test_runs_are_numbered_in_start_order_and_each_replays_on_its_own():
+    storage = InMemoryStorage()
+    first = Agentish()
+    journal = DurableJournal(storage)
+    three_calls(first, journal, prompt="one")
+    with pytest.raises(RuntimeError):
+        three_calls(first, journal, prompt="two", fail_at="final")
+    assert {key.split(".")[0] for key in storage.entries} == {"1", "2"}
+
+    second = Agentish()
+    journal = DurableJournal(storage)
+    three_calls(second, journal, prompt="one")
+    three_calls(second, journal, prompt="two")
+    assert second.live_calls == {"gpt": 1}
+
+
+def test_a_run_started_inside_a_step_is_journaled_under_it_and_replays_when_that_step_reruns():
+    storage = InMemoryStorage()
+
+    def outer(agent, *, fail: bool):
+        journal = DurableJournal(storage)
+        with journal.run() as run:
+            agent.call(run, "model", "gpt", ["plan"])
+            step = run.claim("tool", "research", fingerprint({"q": "x"}))
+            if step.replayed:
+                return step.result
+            with step.running(mark_in_flight=True):
+                inner = three_calls(agent, journal, prompt="research x")
+                if fail:
+                    raise RuntimeError("worker lost")
+            step.record(inner)
+            return inner
+
+    first = Agentish()
+    with pytest.raises(RuntimeError):
+        outer(first, fail=True)
+    assert {"1.2.1.1", "1.2.1.2", "1.2.1.3"} <= set(storage.entries)
+
+    second = Agentish()
+    outer(second, fail=False)
+    assert second.live_calls == {}  # the research tool reran; the agent inside it replayed
+    third = Agentish()
+    outer(third, fail=False)
+    assert third.live_calls == {}
+
+
+def test_a_discarded_entry_runs_live_on_the_next_try():
+    storage = InMemoryStorage()
+    with DurableJournal(storage).run() as run:
+        Agentish().call(run, "model", "gpt", ["a"])
+        run.last_step.discard("the answer failed the output guardrail")
+
+    agent = Agentish()
+    with DurableJournal(storage).run() as run:
+        agent.call(run, "model", "gpt", ["a"])
+    assert agent.live_calls == {"gpt": 1}
+
+
+def test_recorded_results_pass_through_the_secret_masker():
+    from airflow.sdk._shared.secrets_masker import mask_secret
+
+    mask_secret("hunter2-connection-password")
+    storage = InMemoryStorage()
+    with DurableJournal(storage).run() as run:
+        step = run.claim("tool", "lookup", fingerprint({}))
+        step.record({"rows": ["user hunter2-connection-password"], "input_tokens": 3})
+    stored = storage.entries["1.1"]
+    assert "hunter2-connection-password" not in stored
+    assert json.loads(stored)["result"] == {"rows": ["user ***"], "input_tokens": 3}
+
+
+def test_the_summary_counts_replayed_and_live_steps_by_kind_and_the_tokens_saved():
+    storage = InMemoryStorage()
+    with pytest.raises(RuntimeError):
+        three_calls(Agentish(), DurableJournal(storage), fail_at="final")
+    journal = DurableJournal(storage)
+    three_calls(Agentish(), journal)
+    assert journal.stats.summary() == (
+        "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0, "
+        "saved 10 tokens by replaying"
+    )
+
+
+def test_finish_logs_one_summary_and_deletes_the_journal_only_on_success(caplog):
+    storage = InMemoryStorage()
+    journal = DurableJournal(storage)
+    three_calls(Agentish(), journal)
+    with caplog.at_level(logging.INFO):
+        journal.finish(succeeded=False)
+    assert storage.entries
+    assert sum("Durable: replayed" in r.getMessage() for r in caplog.records) == 1
+
+    journal.finish(succeeded=True)
+    assert storage.entries == {}
+
+
+def test_delete_removes_entries_of_every_try_nested_and_stale_ones_included():
+
+    class ListingLessStorage(InMemoryStorage):
+        """Deletes key by key, as the task state store must."""
+
+        def delete_all(self, keys):
+            for key in list(keys):
+                del self.entries[key]
+
+    storage = ListingLessStorage()
+    three_calls(Agentish(), DurableJournal(storage))
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        Agentish().call(run, "model", "gpt", ["changed"])
+        step = run.claim("tool", "nested", "f")
+        with step.running(mark_in_flight=True):
+            three_calls(Agentish(), journal)
+        # not recorded: the nested run must be found by probing under an unfinished step
+    three_calls(Agentish(), journal, prompt="second run")
+    assert len(storage.entries) == 9  # 1.1-1.3 (1.3 stale), 1.2.1.1-1.2.1.3, 2.1-2.3
+
+    journal.delete()
+    assert storage.entries == {}
+
+
+def test_clean_up_after_run_deletes_the_journal_when_a_top_level_run_completes():
+    storage = InMemoryStorage()
+    three_calls(Agentish(), DurableJournal(storage, clean_up_after_run=True))
+    assert storage.entries == {}
+
+
+def test_current_journal_is_the_scoped_one_and_none_outside_a_task():
+    assert current_journal() is None
+    journal = DurableJournal(InMemoryStorage())
+    with journal_scope(journal):
+        assert current_journal() is journal
+    assert current_journal() is None

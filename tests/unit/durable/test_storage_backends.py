@@ -1,0 +1,153 @@
+"""One behaviour suite that every journal storage backend passes."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+from durable_backends import FakeTaskStateStore, make_storage
+from upath import UPath
+
+from airflow.providers.common.ai.durable.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.journal import DurableJournal
+from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage, task_instance_folder
+from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
+
+
+def record_steps(journal: DurableJournal, n: int, *, live: list[int]) -> list[str]:
+    results = []
+    with journal.run() as run:
+        for i in range(n):
+            step = run.claim("tool", "echo", fingerprint({"i": i}))
+            if step.replayed:
+                results.append(step.result)
+                continue
+            with step.running(mark_in_flight=True):
+                live.append(i)
+                result = f"result {i}"
+            step.record(result)
+            results.append(result)
+    return results
+
+
+def test_a_missing_key_reads_as_none(new_storage):
+    assert new_storage().read("1.1") is None
+
+
+def test_a_written_entry_reads_back_and_a_second_write_replaces_it(new_storage):
+    storage = new_storage()
+    storage.write("1.1", '{"a": 1}')
+    storage.write("1.1", '{"a": 2}')
+    assert new_storage().read("1.1") == '{"a": 2}'
+
+
+def test_a_second_try_replays_what_the_first_recorded(new_storage):
+    live: list[int] = []
+    first = record_steps(DurableJournal(new_storage()), 5, live=live)
+    second = record_steps(DurableJournal(new_storage()), 5, live=live)
+    assert second == first
+    assert live == [0, 1, 2, 3, 4]
+
+
+def test_after_delete_nothing_is_left_and_the_next_run_starts_over(new_storage):
+    live: list[int] = []
+    record_steps(DurableJournal(new_storage()), 3, live=live)
+    DurableJournal(new_storage()).delete()
+    assert [new_storage().read(f"1.{i}") for i in (1, 2, 3)] == [None, None, None]
+    record_steps(DurableJournal(new_storage()), 3, live=live)
+    assert live == [0, 1, 2, 0, 1, 2]
+
+
+def test_the_task_state_store_keeps_entries_under_a_reserved_prefix_that_never_expires():
+    accessor = FakeTaskStateStore()
+    accessor.set("job_id", "users-own-key")
+    storage = make_storage("task-state-store", None, accessor)
+    record_steps(DurableJournal(storage), 2, live=[])
+
+    assert sorted(accessor.rows) == sorted(["job_id", f"{KEY_PREFIX}1.1", f"{KEY_PREFIX}1.2"])
+    assert accessor.retention[f"{KEY_PREFIX}1.1"] == timedelta.max
+
+    DurableJournal(storage).delete()
+    assert list(accessor.rows) == ["job_id"]
+    assert "clear" not in accessor.calls
+
+
+def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_of_a_tool():
+    accessor = FakeTaskStateStore()
+    storage = make_storage("task-state-store", None, accessor)
+    with DurableJournal(storage).run() as run:
+        run.claim("model", "gpt", "f1").record("answer")
+        step = run.claim("tool", "echo", "f2")
+        with step.running(mark_in_flight=True):
+            pass
+        step.record("done")
+    assert accessor.calls.count("set") == 3
+
+
+def test_the_cache_path_writes_one_object_per_step_and_never_rewrites_earlier_ones(tmp_path):
+    storage = make_storage("file", tmp_path)
+    record_steps(DurableJournal(storage), 3, live=[])
+    folder = tmp_path / "cache" / task_instance_folder("dag", "manual__2026-11-29", "agent", -1)
+    before = {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
+    assert sorted(before) == ["1.1.json", "1.2.json", "1.3.json"]
+
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        for i in range(4):
+            step = run.claim("tool", "echo", fingerprint({"i": i}))
+            if not step.replayed:
+                step.record(f"result {i}")
+    after = {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
+    assert {name: after[name] for name in before} == before
+    assert "1.4.json" in after
+
+
+def test_a_cache_path_write_killed_before_its_rename_leaves_the_previous_entry_readable(tmp_path, monkeypatch):
+    storage = make_storage("file", tmp_path)
+    storage.write("1.1", '{"complete": true}')
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        storage.write("1.1", '{"half": ')
+    monkeypatch.undo()
+    assert storage.read("1.1") == '{"complete": true}'
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (("dag", "run/1", "task", -1), ("dag", "run", "1/task", -1)),
+        (("dag", "a=b", "t", -1), ("dag", "a%3Db", "t", -1)),
+        (("dag", "run", "task", 1), ("dag", "run", "task", 2)),
+        (("dag", "x" * 300, "t", -1), ("dag", "x" * 299, "t", -1)),
+    ],
+)
+def test_cache_path_folders_of_different_task_instances_never_collide(a, b):
+    assert task_instance_folder(*a) != task_instance_folder(*b)
+
+
+@pytest.mark.parametrize("run_id", ["..", ".", "../../etc", "a" * 400, "scheduled__2026-11-29T00:00:00+00:00"])
+def test_cache_path_folders_stay_under_the_cache_path_whatever_the_ids_hold(run_id):
+    segments = task_instance_folder("dag", run_id, "task", -1).split("/")
+    assert len(segments) == 4
+    assert all(segment not in (".", "..") and len(segment) < 255 for segment in segments)
+
+
+def test_the_cache_path_works_on_any_fsspec_filesystem(tmp_path):
+    base = UPath("memory:///durable-cache")
+    ids = {"dag_id": "dag", "run_id": "r", "task_id": "t", "map_index": 3}
+    live: list[int] = []
+    record_steps(DurableJournal(ObjectStorageStorage(base, **ids)), 2, live=live)
+    assert sorted(p.name for p in (base / task_instance_folder("dag", "r", "t", 3)).iterdir()) == [
+        "1.1.json",
+        "1.2.json",
+    ]
+    record_steps(DurableJournal(ObjectStorageStorage(base, **ids)), 2, live=live)
+    assert live == [0, 1]
+    DurableJournal(ObjectStorageStorage(base, **ids)).delete()
+    assert not (base / task_instance_folder("dag", "r", "t", 3)).exists()
