@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from airflow.providers.common.ai.durable.storage import JournalStorage
+from airflow.providers.common.ai.version_compat import NEVER_EXPIRE
 
 #: Every journal key starts with this; a task's own state store keys must not.
 KEY_PREFIX = "airflow.providers.common.ai.durable/"
@@ -29,8 +30,6 @@ class TaskStateStoreStorage(JournalStorage):
         return text if isinstance(text, str) else None
 
     def write(self, key: str, text: str) -> None:
-        from airflow.sdk.execution_time.context import NEVER_EXPIRE
-
         self._accessor.set(KEY_PREFIX + key, text, retention=NEVER_EXPIRE)
 
     def delete_all(self, keys: Iterable[str]) -> None:

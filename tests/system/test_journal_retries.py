@@ -1,0 +1,56 @@
+"""The journal through real Airflow retries: ``dag.test()`` runs each try of a task with ``retries=1``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+
+DAGS = Path(__file__).parent / "dags"
+
+
+def run_dag_file(name: str, out: Path, **env: str) -> subprocess.CompletedProcess:
+    """Run ``dag.test()`` of a DAG file in DAGS in its own process, as ``python <file>`` would."""
+    return subprocess.run(
+        [sys.executable, str(DAGS / name)],
+        env={**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS), "DURABLE_TEST_OUT": str(out), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def task_state_store_keys(dag_id: str) -> list[str]:
+    from sqlalchemy import select
+
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return list(session.scalars(select(TaskStateStoreModel.key).where(TaskStateStoreModel.dag_id == dag_id)))
+
+
+def test_a_second_try_replays_what_the_first_recorded_and_nothing_is_left_after_success(tmp_path):
+    cache = tmp_path / "cache"
+    result = run_dag_file(
+        "durable_journal_steps.py", tmp_path, AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}"
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    assert json.loads((tmp_path / "try1.json").read_text()) == ["live 0", "live 1", "live 2"]
+    assert json.loads((tmp_path / "try2.json").read_text()) == ["replayed 0", "replayed 1", "live 2"]
+    assert "Durable: replayed 2 (tool 2), ran live 1 (tool 1), could not record 0" in output
+    assert "Durable: journal deleted" in output
+
+    if AIRFLOW_V_3_3_PLUS:
+        # R-1: the task state store held the journal, and only the task's own key is left.
+        assert task_state_store_keys("durable_journal_steps") == ["users_own_key"]
+        assert not cache.exists()
+    else:
+        # R-2: the cache path held the journal; after success the task instance's folder is gone.
+        assert [path for path in cache.rglob("*") if path.is_file()] == []
