@@ -252,7 +252,7 @@ def test_a_discarded_entry_runs_live_on_the_next_try():
     storage = InMemoryStorage()
     with DurableJournal(storage).run() as run:
         Agentish().call(run, "model", "gpt", ["a"])
-        run.last_step.discard("the answer failed the output guardrail")
+        run.steps[-1].discard("the answer failed the output guardrail")
 
     agent = Agentish()
     with DurableJournal(storage).run() as run:

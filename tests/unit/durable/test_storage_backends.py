@@ -151,3 +151,17 @@ def test_the_cache_path_works_on_any_fsspec_filesystem(tmp_path):
     assert live == [0, 1]
     DurableJournal(ObjectStorageStorage(base, **ids)).delete()
     assert not (base / task_instance_folder("dag", "r", "t", 3)).exists()
+
+
+def test_clean_up_after_a_try_deletes_each_entry_once_and_reads_only_where_an_older_try_may_have_left_more():
+    accessor = FakeTaskStateStore()
+    storage = make_storage("task-state-store", None, accessor)
+    record_steps(DurableJournal(storage), 10, live=[])  # try 1 records ten steps
+    journal = DurableJournal(storage)
+    record_steps(journal, 10, live=[])  # try 2 replays them and succeeds
+    accessor.calls.clear()
+
+    journal.finish(succeeded=True)
+    assert accessor.rows == {}
+    # ten deletes; one read past the run's last step and one past the last run
+    assert sorted(accessor.calls) == ["delete"] * 10 + ["get"] * 2

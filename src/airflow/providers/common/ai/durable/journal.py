@@ -114,6 +114,9 @@ class JournalStep:
         # has diverged, since what was recorded under a different call is stale.
         self.reads_nested_runs = run.reads
         self._nested_runs = 0
+        # What the journal held at this position before this try: None when it was not looked up.
+        self._found_entry: bool | None = None
+        self._recorded_runs = 0
         self._finished = False
 
     @property
@@ -197,7 +200,8 @@ class DurableRun:
         #: Whether claims still look for recorded entries; off once the run has diverged.
         self.reads = reads
         self._positions = count(1)
-        self.last_step: JournalStep | None = None
+        #: The steps claimed in this try, in position order.
+        self.steps: list[JournalStep] = []
 
     def claim(self, kind: str, name: str, fingerprint: str | None) -> JournalStep:
         """
@@ -209,7 +213,7 @@ class DurableRun:
         """
         step = JournalStep(self, next(self._positions), kind, name, fingerprint)
         self.follows = step.digest
-        self.last_step = step
+        self.steps.append(step)
         if fingerprint is None:
             self._diverge(step, "what it asks could not be fingerprinted")
         elif self.reads:
@@ -220,6 +224,7 @@ class DurableRun:
     def _look_up(self, step: JournalStep) -> None:
         journal = self.journal
         entry, problem = journal._read_entry(step.key)
+        step._found_entry = entry is not None
         if problem:
             self._diverge(step, problem)
             return
@@ -243,6 +248,7 @@ class DurableRun:
             step.replayed = True
             step.result = entry.get("result")
             step.meta = entry.get("meta") or {}
+            step._recorded_runs = _recorded_runs(entry)
             journal.stats.replayed[step.kind] += 1
             tokens = step.meta.get("tokens")
             if isinstance(tokens, int):
@@ -273,6 +279,7 @@ class DurableJournal:
         self.clean_up_after_run = clean_up_after_run
         self.stats = JournalStats()
         self._top_level_runs = count(1)
+        self._runs: dict[str, DurableRun] = {}
 
     @contextlib.contextmanager
     def run(self) -> Iterator[DurableRun]:
@@ -286,6 +293,7 @@ class DurableJournal:
             run = DurableRun(self, path, follows=parent.digest, reads=parent.reads_nested_runs)
         else:
             run = DurableRun(self, str(next(self._top_level_runs)), follows="", reads=True)
+        self._runs[run.path] = run
         log.debug("Durable: run %s started", run.path)
         yield run
         if self.clean_up_after_run and parent is None:
@@ -345,25 +353,54 @@ class DurableJournal:
         return False
 
     def _stored_keys(self) -> Iterator[str]:
-        """Every key stored, found by reading: runs and positions are numbered without gaps."""
-        for run in count(1):
-            found = yield from self._stored_keys_of_run(str(run))
-            if not found:
+        """
+        Every key stored. Runs and positions are numbered without gaps, so what this try did not
+        claim itself is found by reading on until a key is missing.
+        """
+        for number in count(1):
+            path = str(number)
+            if path in self._runs:
+                yield from self._claimed_keys(self._runs[path])
+            elif not (yield from self._stored_keys_of_run(path)):
                 return
 
-    def _stored_keys_of_run(self, path: str) -> Iterator[str]:
-        for position in count(1):
+    def _claimed_keys(self, run: DurableRun) -> Iterator[str]:
+        for step in run.steps:
+            yield step.key
+            for number in range(1, step._nested_runs + 1):
+                yield from self._claimed_keys(self._runs[f"{step.key}.{number}"])
+            if step.replayed:
+                for number in range(1, step._recorded_runs + 1):
+                    yield from self._stored_keys_of_run(f"{step.key}.{number}")
+            elif step._found_entry is not False:
+                # The entry this try replaced may have started more runs than this try did.
+                yield from self._stored_runs_under(step.key, start=step._nested_runs + 1)
+        yield from self._stored_keys_of_run(run.path, start=len(run.steps) + 1)
+
+    def _stored_runs_under(self, key: str, *, start: int) -> Iterator[str]:
+        for number in count(start):
+            if not (yield from self._stored_keys_of_run(f"{key}.{number}")):
+                return
+
+    def _stored_keys_of_run(self, path: str, *, start: int = 1) -> Iterator[str]:
+        """The stored keys of run ``path`` from position ``start`` on; returns whether there were any."""
+        for position in count(start):
             key = f"{path}.{position}"
             entry, problem = self._read_entry(key)
             if entry is None and problem is None:
-                return position > 1
+                return position > start
             yield key
-            # A completed entry says how many runs it started; an unfinished one is probed.
-            runs = entry.get("runs") if entry is not None and entry.get("state") == _DONE else None
-            nested = range(1, runs + 1) if isinstance(runs, int) else count(1)
-            for number in nested:
-                if not (yield from self._stored_keys_of_run(f"{key}.{number}")) and runs is None:
-                    break
+            # A completed entry says how many runs it started; under an unfinished one they are probed.
+            if entry is not None and entry.get("state") == _DONE:
+                for number in range(1, _recorded_runs(entry) + 1):
+                    yield from self._stored_keys_of_run(f"{key}.{number}")
+            else:
+                yield from self._stored_runs_under(key, start=1)
+
+
+def _recorded_runs(entry: dict[str, Any]) -> int:
+    runs = entry.get("runs")
+    return runs if isinstance(runs, int) else 0
 
 
 @contextlib.contextmanager
