@@ -166,6 +166,19 @@ class JournalStep:
         self._finish()
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
 
+    def refuse_replay(self, reason: str) -> None:
+        """
+        The recorded result can no longer be used (for example its types no longer load): this
+        step runs live, and so does every later step of its run.
+        """
+        stats = self.run.journal.stats
+        stats.replayed[self.kind] -= 1
+        stats.replayed += Counter()  # drops the kind if nothing of it replayed
+        tokens = self.meta.get("tokens")
+        stats.tokens_saved -= tokens if isinstance(tokens, int) else 0
+        self.replayed, self.result, self.meta = False, None, {}
+        self.run._diverge(self, reason)
+
     def discard(self, reason: str) -> None:
         """
         Keep the next try from replaying this step's recorded entry, for example a model answer

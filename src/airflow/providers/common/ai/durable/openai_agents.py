@@ -1,0 +1,450 @@
+"""
+OpenAI Agents SDK runs, journaled: :func:`run_durably` and :func:`run_durably_sync`.
+
+They take the arguments of ``Runner.run`` and ``Runner.run_sync``. Inside a running Airflow task
+every model call and every function-tool call of the run is recorded in the task instance's
+journal when it completes; on a retry the calls the failed try completed return their recorded
+results, and only the rest reach the model or run. This is the only module that knows the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import copy
+import dataclasses
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from airflow.providers.common.ai.durable._tool_output import decode_tool_output, encode_tool_output
+from airflow.providers.common.ai.durable.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.journal import DurableRun, JournalStep, current_journal, running_step
+
+try:
+    from agents import (
+        Agent,
+        FunctionTool,
+        MaxTurnsExceeded,
+        Model,
+        ModelBehaviorError,
+        ModelProvider,
+        ModelRefusalError,
+        ModelResponse,
+        OutputGuardrailTripwireTriggered,
+        RunConfig,
+        Runner,
+        RunResult,
+        ToolInputGuardrailTripwireTriggered,
+        ToolOutputGuardrailTripwireTriggered,
+        Usage,
+    )
+    from agents.run_state import RunState
+except ImportError as error:  # pragma: no cover - openai-agents is a dependency
+    from airflow.exceptions import AirflowOptionalProviderFeatureException
+
+    raise AirflowOptionalProviderFeatureException(
+        "Durable agent runs need the OpenAI Agents SDK: pip install openai-agents"
+    ) from error
+
+log = logging.getLogger(__name__)
+
+#: Options that keep the conversation on the provider's servers, which a replayed call never reaches.
+SERVER_SIDE_CONVERSATION_OPTIONS = ("previous_response_id", "conversation_id", "auto_previous_response_id")
+
+# Failures caused by the model's answers: replaying those answers would fail the same way (R-15).
+_ANSWER_FAILURES = (
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    ModelRefusalError,
+    OutputGuardrailTripwireTriggered,
+    ToolInputGuardrailTripwireTriggered,
+    ToolOutputGuardrailTripwireTriggered,
+)
+
+# ModelSettings fields that change how a request travels, not what the model answers.
+_TRANSPORT_SETTINGS = frozenset(
+    {"timeout", "retry", "extra_headers", "extra_query", "preserve_raw_usage", "prompt_cache_retention",
+     "prompt_cache_options"}
+)
+_RESPONSES = TypeAdapter(ModelResponse)
+_JOURNALED = "_airflow_durable_journaled"
+_TOOL_FAILURE = "_airflow_durable_tool_failure"
+
+# Filled by a tool's wrapped custom failure_error_function while that tool call runs.
+_handled_failures: contextvars.ContextVar[list[BaseException] | None] = contextvars.ContextVar(
+    "durable_handled_failures", default=None
+)
+
+
+def current_idempotency_key() -> str:
+    """
+    The idempotency key of the function-tool call running now: the same string on every try of
+    the task instance for the same call, so a tool with side effects can recognise a repeat.
+
+    Raises ``RuntimeError`` outside a function tool of a durable run.
+    """
+    step = running_step()
+    if step is None:
+        raise RuntimeError(
+            "current_idempotency_key() only works inside a function tool called by a durable run "
+            "(run_durably, run_durably_sync or AgentOperator(durable=True)) in an Airflow task"
+        )
+    return step.idempotency_key
+
+
+def _refuse_server_side_conversation(kwargs: dict[str, Any]) -> None:
+    for option in SERVER_SIDE_CONVERSATION_OPTIONS:
+        if kwargs.get(option):
+            raise ValueError(
+                f"run_durably cannot use {option}: the conversation would live on the provider's "
+                "servers, which a replayed call never reaches; pass the conversation as input instead"
+            )
+
+
+def _model_name(model: Model) -> str:
+    return str(getattr(model, "model", None) or type(model).__name__)
+
+
+def _answer_settings(settings: Any) -> dict[str, Any]:
+    """The model settings that shape the answer: transport fields and the SDK's cache key left out."""
+    rendered = {
+        field.name: value
+        for field in dataclasses.fields(settings)
+        if field.name not in _TRANSPORT_SETTINGS and (value := getattr(settings, field.name)) is not None
+    }
+    extra_args = {k: v for k, v in (rendered.pop("extra_args", None) or {}).items() if k != "prompt_cache_key"}
+    return {**rendered, "extra_args": extra_args} if extra_args else rendered
+
+
+def _describe_tool(tool: Any) -> dict[str, Any]:
+    if isinstance(tool, FunctionTool):
+        return {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.params_json_schema,
+            "strict": tool.strict_json_schema,
+        }
+    return {"type": type(tool).__name__, "name": getattr(tool, "name", None)}
+
+
+def _describe_output_schema(schema: Any) -> dict[str, Any] | None:
+    if schema is None or schema.is_plain_text():
+        return None
+    return {"name": schema.name(), "schema": schema.json_schema(), "strict": schema.is_strict_json_schema()}
+
+
+def _request(name: str, call: dict[str, Any]) -> dict[str, Any]:
+    """What a model call asks, as its fingerprint sees it."""
+    return {
+        "model": name,
+        "instructions": call["system_instructions"],
+        "input": call["input"],
+        "settings": _answer_settings(call["model_settings"]),
+        "tools": [_describe_tool(tool) for tool in call["tools"]],
+        "output_schema": _describe_output_schema(call["output_schema"]),
+        "handoffs": [
+            {"name": h.tool_name, "description": h.tool_description, "schema": h.input_json_schema}
+            for h in call["handoffs"]
+        ],
+        "prompt": call["prompt"],
+    }
+
+
+class _DurableModel(Model):
+    """A model of a durable run: each call goes through the run's journal."""
+
+    def __init__(self, wrapped: Model, name: str, durable: _DurableAgentRun) -> None:
+        self.wrapped = wrapped
+        self.name = name
+        self.durable = durable
+
+    async def get_response(
+        self,
+        system_instructions,
+        input,
+        model_settings,
+        tools,
+        output_schema,
+        handoffs,
+        tracing,
+        *,
+        previous_response_id,
+        conversation_id,
+        prompt,
+    ) -> ModelResponse:
+        call = {
+            "system_instructions": system_instructions,
+            "input": input,
+            "model_settings": model_settings,
+            "tools": tools,
+            "output_schema": output_schema,
+            "handoffs": handoffs,
+            "tracing": tracing,
+            "previous_response_id": previous_response_id,
+            "conversation_id": conversation_id,
+            "prompt": prompt,
+        }
+        return await self.durable.model_response(self.wrapped, self.name, call)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        # Streamed runs are not journaled.
+        return self.wrapped.stream_response(*args, **kwargs)
+
+    def get_retry_advice(self, request: Any) -> Any:
+        return self.wrapped.get_retry_advice(request)
+
+    async def close(self) -> None:
+        await self.wrapped.close()
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        await self.wrapped._cleanup_on_run_end(owner)
+
+    def __getattr__(self, name: str) -> Any:
+        # The SDK reads optional private flags of a model (_supports_default_prompt_cache_key).
+        return getattr(self.wrapped, name)
+
+
+class _DurableModelProvider(ModelProvider):
+    """Resolves model names as the wrapped provider does, into models of a durable run."""
+
+    def __init__(self, wrapped: ModelProvider, durable: _DurableAgentRun, *, owned: bool) -> None:
+        self.wrapped = wrapped
+        self.durable = durable
+        self.owned = owned
+
+    def get_model(self, model_name: str | None) -> Model:
+        model = self.wrapped.get_model(model_name)
+        return _DurableModel(model, model_name or _model_name(model), self.durable)
+
+    async def aclose(self) -> None:
+        # Only the provider this run created is closed; a user's provider is the user's.
+        if self.owned:
+            await self.wrapped.aclose()
+
+
+def _is_journaled(tool: Any) -> bool:
+    # Hosted, shell and computer tools are not FunctionTools, MCP tools are not in agent.tools, and
+    # a function deciding on approval at run time may decide differently on the retry.
+    return isinstance(tool, FunctionTool) and not callable(tool.needs_approval)
+
+
+class _DurableAgentRun:
+    """The SDK side of one journaled ``Runner.run``: clones agents, wraps models and tools."""
+
+    def __init__(self, run: DurableRun) -> None:
+        self.run = run
+        self._clones: dict[int, Agent] = {}
+        # Tool steps of the latest model answer, claimed in the model's order, by call id.
+        self._tool_steps: dict[str, JournalStep] = {}
+        # The model step whose call raised: the SDK's own retry of it keeps its position.
+        self._failed_model_step: JournalStep | None = None
+
+    def agent(self, agent: Agent) -> Agent:
+        """A clone of ``agent`` and of the agents in its handoffs list, with durable models and tools."""
+        if (clone := self._clones.get(id(agent))) is not None:
+            return clone
+        clone = agent.clone(tools=[self._tool(tool) if _is_journaled(tool) else tool for tool in agent.tools])
+        self._clones[id(agent)] = clone
+        if isinstance(agent.model, Model):
+            clone.model = _DurableModel(agent.model, _model_name(agent.model), self)
+        clone.handoffs = [self.agent(h) if isinstance(h, Agent) else h for h in agent.handoffs]
+        return clone
+
+    def run_config(self, run_config: RunConfig | dict[str, Any] | None) -> RunConfig:
+        """A copy of ``run_config`` whose model provider and model are durable."""
+        owned = run_config is None or (isinstance(run_config, dict) and "model_provider" not in run_config)
+        if not isinstance(run_config, RunConfig):
+            run_config = RunConfig(**(run_config or {}))
+        changes: dict[str, Any] = {
+            "model_provider": _DurableModelProvider(run_config.model_provider, self, owned=owned)
+        }
+        if isinstance(run_config.model, Model):
+            changes["model"] = _DurableModel(run_config.model, _model_name(run_config.model), self)
+        return dataclasses.replace(run_config, **changes)
+
+    def _is_inside_a_call(self) -> bool:
+        # A model called while one of this run's tools runs belongs to that tool's own agent run
+        # (Agent.as_tool() passes its run config on): the tool is the one journaled call.
+        step = running_step()
+        return step is not None and step.run is self.run
+
+    async def model_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
+        if self._is_inside_a_call():
+            return await model.get_response(**call)
+        fingerprinted = fingerprint(_request(name, call), what=f"model {name!r}")
+        step = self._failed_model_step
+        if step is None or step.fingerprint != fingerprinted or fingerprinted is None:
+            step = self.run.claim("model", name, fingerprinted)
+        self._failed_model_step = None
+        response = self._replayed_response(step) if step.replayed else None
+        if response is None:
+            try:
+                response = await model.get_response(**call)
+            except BaseException:
+                self._failed_model_step = step
+                raise
+            recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+            step.record(recorded, meta={"tokens": response.usage.total_tokens})
+        self._claim_tool_calls(response, call["tools"])
+        return response
+
+    @staticmethod
+    def _replayed_response(step: JournalStep) -> ModelResponse | None:
+        try:
+            recorded = _RESPONSES.validate_python(step.result)
+        except ValidationError as error:
+            step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
+            return None
+        return dataclasses.replace(recorded, usage=Usage())
+
+    def _claim_tool_calls(self, response: ModelResponse, tools: list[Any]) -> None:
+        """Claim the journaled tool calls of an answer in the order the model listed them."""
+        journaled = {tool.name for tool in tools if getattr(tool, _JOURNALED, False)}
+        calls = [
+            item
+            for item in response.output
+            if getattr(item, "type", None) == "function_call" and item.name in journaled
+        ]
+        # Two calls under one id cannot be told apart on the retry: they run live.
+        repeated = {call_id for call_id, n in Counter(call.call_id for call in calls).items() if n > 1}
+        self._tool_steps = {
+            call.call_id: self.run.claim(
+                "tool",
+                call.name,
+                fingerprint(
+                    {"name": call.name, "arguments": call.arguments, "call_id": call.call_id},
+                    what=f"tool {call.name!r}",
+                ),
+            )
+            for call in calls
+            if call.call_id not in repeated
+        }
+
+    def _tool(self, tool: FunctionTool) -> FunctionTool:
+        # copy.copy, not dataclasses.replace: FunctionTool.__copy__ rebinds the SDK's failure
+        # handling to the copy, and __post_init__ must not run again.
+        durable = copy.copy(tool)
+        setattr(durable, _JOURNALED, True)
+        if not durable._use_default_failure_error_function and durable._failure_error_function is not None:
+            formatter = durable._failure_error_function
+
+            def noting_failure(context: Any, error: Exception) -> Any:
+                if (failures := _handled_failures.get()) is not None:
+                    failures.append(error)
+                return formatter(context, error)
+
+            durable._failure_error_function = noting_failure
+        invoke = durable.on_invoke_tool
+
+        async def on_invoke_tool(context: Any, arguments: str) -> Any:
+            return await self.tool_output(invoke, context, arguments)
+
+        durable.on_invoke_tool = on_invoke_tool
+        return durable
+
+    async def tool_output(self, invoke: Any, context: Any, arguments: str) -> Any:
+        step = self._tool_steps.pop(context.tool_call_id, None)
+        if step is None:
+            return await invoke(context, arguments)
+        if step.replayed:
+            try:
+                return decode_tool_output(step.result)
+            except ValueError as error:
+                step.refuse_replay(f"the recorded output no longer loads: {error}")
+        failures: list[BaseException] = []
+        token = _handled_failures.set(failures)
+        try:
+            with step.running(mark_in_flight=True):
+                output = await invoke(context, arguments)
+        except ModelBehaviorError as error:
+            # The tool's failure, not the model's: the answer that asked for it still replays.
+            setattr(error, _TOOL_FAILURE, True)
+            raise
+        finally:
+            _handled_failures.reset(token)
+        if failures or getattr(context, "_function_tool_default_failure_handled", False):
+            step.fail("the SDK passed the tool's exception to the model as text")
+        else:
+            step.record(encode_tool_output(output))
+        return output
+
+    def discard_last_answer(self, error: BaseException) -> None:
+        """After a failure caused by the model's answers, make the next try ask the model again."""
+        if getattr(error, _TOOL_FAILURE, False):
+            return
+        answers = [step for step in self.run.steps if step.kind == "model"]
+        if answers:
+            answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+@contextlib.contextmanager
+def _journaled(agent: Agent, kwargs: dict[str, Any], input: Any) -> Iterator[tuple[Agent, dict[str, Any]]]:
+    """The agent and ``Runner.run`` arguments to run: durable ones inside a task, the user's outside."""
+    _refuse_server_side_conversation(kwargs)
+    journal = current_journal()
+    if journal is None:
+        yield agent, kwargs
+        return
+    if kwargs.get("session") is not None or isinstance(input, RunState):
+        log.warning(
+            "Durable: this run is not journaled and runs live on every try: %s",
+            "the SDK adds each try's input to the session, so a retry cannot line up with the journal"
+            if kwargs.get("session") is not None
+            else "a resumed RunState carries its own history",
+        )
+        yield agent, kwargs
+        return
+    with journal.run() as run:
+        durable = _DurableAgentRun(run)
+        try:
+            yield durable.agent(agent), {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}
+        except _ANSWER_FAILURES as error:
+            durable.discard_last_answer(error)
+            raise
+
+
+async def _run(agent: Agent, input: Any, kwargs: dict[str, Any]) -> RunResult:
+    with _journaled(agent, kwargs, input) as (agent, kwargs):
+        try:
+            return await Runner.run(agent, input, **kwargs)
+        finally:
+            if isinstance(provider := getattr(kwargs.get("run_config"), "model_provider", None), _DurableModelProvider):
+                await provider.aclose()
+
+
+async def run_durably(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
+    """
+    ``Runner.run(agent, input, **kwargs)``, journaled in the running task instance's journal.
+
+    On a retry the model and function-tool calls the failed try completed return their recorded
+    results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Refuses
+    ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
+    ``ValueError``; a run with a ``session`` runs live, unjournaled.
+    """
+    return await _run(agent, input, kwargs)
+
+
+def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
+    """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_durably_sync() cannot run inside an event loop; await run_durably() instead")
+    # The thread's default loop, as Runner.run_sync uses: objects made before the run may be bound to it.
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:
+        loop = policy.new_event_loop()
+        policy.set_event_loop(loop)
+    if loop.is_closed():
+        loop = policy.new_event_loop()
+        policy.set_event_loop(loop)
+    return loop.run_until_complete(_run(agent, input, kwargs))

@@ -1,0 +1,539 @@
+"""run_durably through a scripted model: each test runs tries against one storage and counts live calls."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+from collections import Counter
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    ModelRetrySettings,
+    ModelSettings,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    SQLiteSession,
+    ToolOutputImage,
+    ToolOutputText,
+    Usage,
+    function_tool,
+    handoff,
+    output_guardrail,
+)
+from agents.models.multi_provider import MultiProvider
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import (
+    current_idempotency_key,
+    run_durably,
+    run_durably_sync,
+)
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+
+class WorkerDied(BaseException):
+    """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
+
+
+USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
+
+
+def model(*steps) -> ScriptedModel:
+    return ScriptedModel(list(steps), default_usage=USAGE)
+
+
+def call(tool: str, call_id: str, **arguments) -> object:
+    return function_call(tool, arguments, call_id=call_id)
+
+
+class Tools:
+    """Function tools that count their real runs."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        self.keys: list[str] = []
+
+        @function_tool
+        def weather(city: str) -> str:
+            """The weather in a city."""
+            self.runs["weather"] += 1
+            return f"sunny in {city}"
+
+        @function_tool
+        def send_mail(to: str) -> str:
+            """Send an e-mail."""
+            self.runs["send_mail"] += 1
+            self.keys.append(current_idempotency_key())
+            return f"sent to {to}"
+
+        self.weather, self.send_mail = weather, send_mail
+
+
+class Task:
+    """The tries of one task instance: one journal storage, a new journal per try."""
+
+    def __init__(self) -> None:
+        self.storage = InMemoryStorage()
+        self.journal: DurableJournal | None = None
+
+    def attempt(self, agent: Agent, prompt="What is the weather in Paris?", **kwargs):
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal):
+            return run_durably_sync(agent, prompt, **kwargs)
+
+    def failing_attempt(self, agent: Agent, error=Exception, **kwargs):
+        with pytest.raises(error):
+            self.attempt(agent, **kwargs)
+
+
+def weather_agent(tools: Tools, scripted: ScriptedModel, **kwargs) -> Agent:
+    return Agent(name="assistant", instructions="Be brief.", model=scripted, tools=[tools.weather], **kwargs)
+
+
+def test_a_retry_replays_the_calls_the_failed_try_completed_and_runs_the_rest_live():
+    task, tools = Task(), Tools()
+    first = model([call("weather", "c1", city="Paris")], RuntimeError("provider outage"))
+    task.failing_attempt(weather_agent(tools, first), RuntimeError)
+    assert (len(first.calls), tools.runs["weather"]) == (2, 1)
+
+    second = model([assistant_message("Sunny in Paris.")])
+    result = task.attempt(weather_agent(tools, second))
+
+    assert result.final_output == "Sunny in Paris."
+    assert (len(second.calls), tools.runs["weather"]) == (1, 1)
+    # what the live call was asked is what it would have been asked without the failure
+    assert second.calls[0].input[-1]["output"] == "sunny in Paris"
+    assert task.journal.stats.replayed == {"model": 1, "tool": 1}
+
+
+def test_a_replayed_model_call_reports_zero_token_usage_and_the_summary_the_tokens_saved():
+    task, tools = Task(), Tools()
+    task.failing_attempt(weather_agent(tools, model([call("weather", "c1", city="Paris")], RuntimeError())))
+    result = task.attempt(weather_agent(tools, model([assistant_message("Sunny.")])))
+
+    assert [r.usage.total_tokens for r in result.raw_responses] == [0, 120]
+    assert "saved 120 tokens" in task.journal.stats.summary()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompt": "What is the weather in Oslo?"},
+        {"instructions": "Be verbose."},
+        {"model_settings": ModelSettings(temperature=0.9)},
+    ],
+    ids=["prompt", "instructions", "settings"],
+)
+def test_a_changed_request_runs_live_with_every_call_after_it(change, caplog):
+    task, tools = Task(), Tools()
+    task.failing_attempt(weather_agent(tools, model([call("weather", "c1", city="Paris")], RuntimeError())))
+
+    second = model([call("weather", "c1", city="Paris")], [assistant_message("Sunny.")])
+    agent_kwargs = {k: v for k, v in change.items() if k != "prompt"}
+    agent = Agent(
+        name="assistant",
+        model=second,
+        tools=[tools.weather],
+        **{"instructions": "Be brief.", **agent_kwargs},
+    )
+    with caplog.at_level(logging.WARNING):
+        task.attempt(agent, prompt=change.get("prompt", "What is the weather in Paris?"))
+    assert (len(second.calls), tools.runs["weather"]) == (2, 2)
+    assert "run diverged" in caplog.text and "model" in caplog.text and "at 1.1" in caplog.text
+
+
+def test_transport_settings_and_the_sdk_prompt_cache_key_leave_the_fingerprint_alone():
+    task, tools = Task(), Tools()
+    settings = ModelSettings(timeout=10, extra_headers={"x-try": "1"}, extra_args={"prompt_cache_key": "run-1"})
+    task.failing_attempt(
+        weather_agent(tools, model([call("weather", "c1", city="Paris")], RuntimeError()), model_settings=settings)
+    )
+    settings = ModelSettings(timeout=99, extra_headers={"x-try": "2"}, extra_args={"prompt_cache_key": "run-2"})
+    second = model([assistant_message("Sunny.")])
+    task.attempt(weather_agent(tools, second, model_settings=settings))
+    assert (len(second.calls), tools.runs["weather"]) == (1, 1)
+
+
+def test_a_tool_call_whose_exception_the_sdk_turned_into_text_runs_again_on_retry():
+    task, runs = Task(), Counter()
+
+    @function_tool
+    def flaky() -> str:
+        """Fails on the first try."""
+        runs["flaky"] += 1
+        if runs["flaky"] == 1:
+            raise ConnectionError("database unreachable")
+        return "rows"
+
+    def custom(context, error):
+        return f"custom: {error}"
+
+    @function_tool(failure_error_function=custom)
+    def flaky_custom() -> str:
+        """Fails on the first try, reported by a custom formatter."""
+        runs["flaky_custom"] += 1
+        if runs["flaky_custom"] == 1:
+            raise ConnectionError("database unreachable")
+        return "rows"
+
+    answer = [call("flaky", "c1"), call("flaky_custom", "c2")]
+    first = model(answer, RuntimeError("outage"))
+    task.failing_attempt(Agent(name="a", model=first, tools=[flaky, flaky_custom]))
+    assert "custom: database unreachable" in json.dumps(first.calls[1].input)
+
+    second = model([assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[flaky, flaky_custom]))
+    assert runs == {"flaky": 2, "flaky_custom": 2}
+    assert len(second.calls) == 1  # the answer that asked for them replayed
+
+
+def test_a_model_behavior_error_raised_by_a_tool_reruns_the_tool_and_replays_the_answer_before_it():
+    task, runs = Task(), Counter()
+
+    def reraise(context, error):
+        raise error
+
+    @function_tool(failure_error_function=reraise)
+    def strict_lookup() -> str:
+        """Raises ModelBehaviorError on the first try."""
+        runs["strict_lookup"] += 1
+        if runs["strict_lookup"] == 1:
+            raise ModelBehaviorError("the model asked for a table that does not exist")
+        return "found"
+
+    first = model([call("strict_lookup", "c1")])
+    task.failing_attempt(Agent(name="a", model=first, tools=[strict_lookup]), ModelBehaviorError)
+
+    second = model([assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[strict_lookup]))
+    assert runs["strict_lookup"] == 2
+    assert len(second.calls) == 1
+
+
+def test_tool_calls_of_one_answer_keep_the_models_order_whatever_order_they_finish_in():
+    task, finished = Task(), []
+    delays = {"first": 0.05, "second": 0.0}
+
+    @function_tool
+    async def lookup(name: str) -> str:
+        """Looks something up."""
+        await asyncio.sleep(delays[name])
+        finished.append(name)
+        return f"value of {name}"
+
+    answer = [call("lookup", "c1", name="first"), call("lookup", "c2", name="second")]
+    task.failing_attempt(Agent(name="a", model=model(answer, RuntimeError()), tools=[lookup]))
+    assert finished == ["second", "first"]
+    assert json.loads(task.storage.entries["1.2"])["result"] == {"value": "value of first"}
+
+    delays.update(first=0.0, second=0.05)  # the retry's timings fall the other way
+    second = model([assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[lookup]))
+    assert finished == ["second", "first"]  # both replayed
+    assert second.calls[0].input[-2:] == [
+        {"call_id": "c1", "output": "value of first", "type": "function_call_output"},
+        {"call_id": "c2", "output": "value of second", "type": "function_call_output"},
+    ]
+
+
+def test_a_run_that_ran_out_of_turns_asks_the_model_again_from_its_last_request():
+    task, tools = Task(), Tools()
+    first = model([call("weather", "c1", city="Paris")], [call("weather", "c2", city="Paris")])
+    task.failing_attempt(weather_agent(tools, first), MaxTurnsExceeded, max_turns=2)
+
+    second = model([assistant_message("Sunny.")])
+    result = task.attempt(weather_agent(tools, second), max_turns=2)
+    assert result.final_output == "Sunny."
+    assert len(second.calls) == 1  # only the last request was asked again
+    assert tools.runs["weather"] == 2  # c1 replayed on the retry; c2 ran once, on try 1
+
+
+def test_an_answer_that_tripped_an_output_guardrail_is_asked_again_on_retry():
+    task, tools = Task(), Tools()
+
+    @output_guardrail
+    def no_rain(context, agent, output):
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered="rain" in output)
+
+    first = model([call("weather", "c1", city="Paris")], [assistant_message("rain")])
+    task.failing_attempt(
+        weather_agent(tools, first, output_guardrails=[no_rain]), OutputGuardrailTripwireTriggered
+    )
+    second = model([assistant_message("sun")])
+    assert task.attempt(weather_agent(tools, second, output_guardrails=[no_rain])).final_output == "sun"
+    assert (len(second.calls), tools.runs["weather"]) == (1, 1)
+
+
+def test_a_request_the_sdk_retried_keeps_its_position_for_the_next_try():
+    task, tools = Task(), Tools()
+    retry = ModelSettings(
+        retry=ModelRetrySettings(max_retries=2, policy=lambda context: isinstance(context.error, ConnectionError))
+    )
+    first = model(
+        [call("weather", "c1", city="Paris")],
+        ModelStep.raise_error(ConnectionError("blip")),
+        [call("weather", "c2", city="Lyon")],
+        RuntimeError("outage"),
+    )
+    task.failing_attempt(weather_agent(tools, first, model_settings=retry))
+    assert len(first.calls) == 4  # the second request was sent twice, at one position
+
+    second = model([assistant_message("done")])
+    task.attempt(weather_agent(tools, second, model_settings=retry))
+    assert len(second.calls) == 1
+    assert tools.runs == {"weather": 2}
+
+
+def test_models_of_handoff_agents_named_models_and_run_config_models_are_journaled():
+    task, tools = Task(), Tools()
+    specialist_model = model([call("weather", "c2", city="Oslo")], RuntimeError())
+    specialist = Agent(name="specialist", model=specialist_model, tools=[tools.weather])
+    triage = Agent(name="triage", model=model([call("transfer_to_specialist", "h1")]), handoffs=[specialist])
+    task.failing_attempt(triage)
+
+    specialist = Agent(name="specialist", model=model([assistant_message("Oslo: sunny")]), tools=[tools.weather])
+    triage_model = model()
+    triage = Agent(name="triage", model=triage_model, handoffs=[specialist])
+    assert task.attempt(triage).final_output == "Oslo: sunny"
+    assert (len(triage_model.calls), tools.runs["weather"]) == (0, 1)
+
+    named = Task()
+
+    class Provider(MultiProvider):
+        def __init__(self, scripted):
+            super().__init__()
+            self.scripted = scripted
+
+        def get_model(self, model_name):
+            return self.scripted
+
+    named.failing_attempt(
+        Agent(name="a", model="gpt-test", tools=[tools.weather]),
+        run_config=RunConfig(model_provider=Provider(model([call("weather", "c1", city="Rome")], RuntimeError()))),
+    )
+    by_name = model([assistant_message("ok")])
+    named.attempt(Agent(name="a", model="gpt-test", tools=[tools.weather]), run_config=RunConfig(model_provider=Provider(by_name)))
+    assert len(by_name.calls) == 1
+
+    in_config = Task()
+    in_config.failing_attempt(
+        Agent(name="a", tools=[tools.weather]),
+        run_config=RunConfig(model=model([call("weather", "c1", city="Nice")], RuntimeError())),
+    )
+    config_model = model([assistant_message("ok")])
+    in_config.attempt(Agent(name="a", tools=[tools.weather]), run_config=RunConfig(model=config_model))
+    assert len(config_model.calls) == 1
+
+
+def test_the_tools_of_an_agent_reached_through_handoff_run_live():
+    task, tools = Task(), Tools()
+
+    def specialist(scripted):
+        return Agent(name="specialist", model=scripted, tools=[tools.weather])
+
+    first = model([call("weather", "c2", city="Oslo")], RuntimeError())
+    triage = Agent(name="triage", model=model([call("transfer_to_specialist", "h1")]), handoffs=[handoff(specialist(first))])
+    task.failing_attempt(triage)
+    again = model([call("weather", "c2", city="Oslo")], [assistant_message("ok")])
+    triage = Agent(name="triage", model=model(), handoffs=[handoff(specialist(again))])
+    task.attempt(triage)
+    assert tools.runs["weather"] == 2
+
+
+def test_a_tool_whose_approval_is_decided_by_a_function_runs_live():
+    task, runs = Task(), Counter()
+
+    async def always(context, params, call_id):
+        return False
+
+    @function_tool(needs_approval=always)
+    def audited() -> str:
+        """Needs approval decided at run time."""
+        runs["audited"] += 1
+        return "ok"
+
+    task.failing_attempt(Agent(name="a", model=model([call("audited", "c1")], RuntimeError()), tools=[audited]))
+    task.attempt(Agent(name="a", model=model([assistant_message("done")]), tools=[audited]))
+    assert runs["audited"] == 2
+
+
+def test_an_agent_used_as_a_tool_is_one_call_that_replays_whole():
+    task, tools = Task(), Tools()
+
+    def researcher(scripted):
+        return Agent(name="researcher", model=scripted, tools=[tools.weather]).as_tool(
+            tool_name="research", tool_description="Researches."
+        )
+
+    inner = model([call("weather", "i1", city="Paris")], [assistant_message("Paris is sunny")])
+    task.failing_attempt(
+        Agent(name="writer", model=model([call("research", "c1", input="Paris")], RuntimeError()), tools=[researcher(inner)])
+    )
+    assert len(inner.calls) == 2
+
+    inner_again = model()
+    writer = model([assistant_message("Article: Paris is sunny")])
+    result = task.attempt(Agent(name="writer", model=writer, tools=[researcher(inner_again)]))
+    assert result.final_output == "Article: Paris is sunny"
+    assert (len(inner_again.calls), tools.runs["weather"]) == (0, 1)
+    assert writer.calls[0].input[-1]["output"] == "Paris is sunny"
+
+
+def test_two_runs_in_one_task_are_journaled_apart_and_both_replay_when_the_second_failed():
+    task, tools = Task(), Tools()
+    first_agent = model([call("weather", "c1", city="Paris")], [assistant_message("Paris: sunny")])
+    second_agent = model([call("weather", "c2", city="Oslo")], RuntimeError())
+
+    def both(a, b):
+        task.journal = DurableJournal(task.storage)
+        with journal_scope(task.journal):
+            one = run_durably_sync(weather_agent(tools, a), "Paris?").final_output
+            return one, run_durably_sync(weather_agent(tools, b), "Oslo?").final_output
+
+    with pytest.raises(RuntimeError):
+        both(first_agent, second_agent)
+    again_first, again_second = model(), model([assistant_message("Oslo: sunny")])
+    assert both(again_first, again_second) == ("Paris: sunny", "Oslo: sunny")
+    assert (len(again_first.calls), len(again_second.calls)) == (0, 1)
+    assert tools.runs["weather"] == 2
+
+
+def test_a_run_started_inside_a_tool_is_journaled_under_that_call():
+    task, runs = Task(), Counter()
+    inner_models: list[ScriptedModel] = []
+
+    @function_tool
+    async def delegate(topic: str) -> str:
+        """Runs a helper agent."""
+        runs["delegate"] += 1
+        helper = Agent(name="helper", model=inner_models.pop(0))
+        result = await run_durably(helper, topic)
+        if runs["delegate"] == 1:
+            raise WorkerDied("worker lost after the helper answered")
+        return result.final_output
+
+    inner_models.append(model([assistant_message("helper says hi")]))
+    with pytest.raises(WorkerDied):
+        task.attempt(Agent(name="boss", model=model([call("delegate", "c1", topic="x")]), tools=[delegate]))
+    assert "1.2.1.1" in task.storage.entries
+
+    inner_again = model()
+    inner_models.append(inner_again)
+    boss = model([assistant_message("done")])
+    task.attempt(Agent(name="boss", model=boss, tools=[delegate]))
+    assert runs["delegate"] == 2 and len(inner_again.calls) == 0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        ToolOutputImage(image_url="data:image/png;base64,AAAA", detail="low"),
+        [ToolOutputText(text="a"), ToolOutputImage(file_id="file-1")],
+        {"rows": 3, 7: ("x", None)},
+        datetime.date(2026, 11, 29),
+        datetime.datetime(2026, 11, 29, 10, 0, tzinfo=datetime.timezone.utc),
+        Counter(a=1),  # not rebuildable: replays as the text the model saw
+    ],
+    ids=["image", "list", "dict", "date", "datetime", "other"],
+)
+def test_a_structured_tool_output_replays_as_what_the_model_saw(output):
+    task, runs = Task(), Counter()
+
+    @function_tool
+    def produce() -> object:
+        """Produces a structured output."""
+        runs["produce"] += 1
+        return output
+
+    first = model([call("produce", "c1")], RuntimeError())
+    task.failing_attempt(Agent(name="a", model=first, tools=[produce]))
+    second = model([assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[produce]))
+    assert runs["produce"] == 1
+    assert second.calls[0].input[-1] == first.calls[1].input[-1]
+
+
+def test_a_secret_a_tool_returned_never_reaches_storage():
+    from airflow.sdk._shared.secrets_masker import mask_secret
+
+    mask_secret("s3cr3t-connection-password")
+
+    @function_tool
+    def connection() -> str:
+        """Returns a connection URI."""
+        return "postgres://user:s3cr3t-connection-password@db/prod"
+
+    task = Task()
+    task.failing_attempt(Agent(name="a", model=model([call("connection", "c1")], RuntimeError()), tools=[connection]))
+    stored = json.dumps(task.storage.entries)
+    assert "s3cr3t-connection-password" not in stored and "user:***@db" in stored
+
+
+def test_an_interrupted_tool_call_runs_again_with_the_same_idempotency_key():
+    task, tools = Task(), Tools()
+    answer = [call("send_mail", "c1", to="ops@example.com")]
+    original_run = tools.send_mail.on_invoke_tool
+
+    async def dies_after_sending(context, arguments):
+        await original_run(context, arguments)
+        raise WorkerDied("worker killed after the mail went out")
+
+    tools.send_mail.on_invoke_tool = dies_after_sending
+    with pytest.raises(WorkerDied):
+        task.attempt(Agent(name="a", model=model(answer), tools=[tools.send_mail]))
+    tools.send_mail.on_invoke_tool = original_run
+
+    task.attempt(Agent(name="a", model=model([assistant_message("sent")]), tools=[tools.send_mail]))
+    assert tools.runs["send_mail"] == 2
+    assert tools.keys[0] == tools.keys[1]
+
+
+def test_current_idempotency_key_outside_a_durable_tool_call_says_where_it_works():
+    with pytest.raises(RuntimeError, match="only works inside a function tool"):
+        current_idempotency_key()
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("previous_response_id", "resp_1"), ("conversation_id", "conv_1"), ("auto_previous_response_id", True)],
+)
+def test_server_side_conversations_are_refused_naming_the_option_before_any_call(option, value):
+    scripted = model([assistant_message("hi")])
+    with pytest.raises(ValueError, match=option):
+        Task().attempt(Agent(name="a", model=scripted), **{option: value})
+    assert scripted.calls == ()
+
+
+def test_a_run_with_a_session_runs_live_every_try(caplog):
+    task, tools = Task(), Tools()
+    with caplog.at_level(logging.WARNING):
+        task.attempt(
+            weather_agent(tools, model([call("weather", "c1", city="Paris")], [assistant_message("ok")])),
+            session=SQLiteSession("s1"),
+        )
+    assert task.storage.entries == {}
+    assert "not journaled" in caplog.text
+
+
+def test_outside_a_task_it_is_exactly_runner_run():
+    tools = Tools()
+    scripted = model([call("weather", "c1", city="Paris")], [assistant_message("Sunny.")])
+    assert run_durably_sync(weather_agent(tools, scripted), "Paris?").final_output == "Sunny."
+    assert tools.runs["weather"] == 1
+
+
+def test_the_users_agent_tools_and_run_config_are_left_as_they_were():
+    task, tools = Task(), Tools()
+    scripted = model([call("weather", "c1", city="Paris")], [assistant_message("ok")])
+    agent = weather_agent(tools, scripted)
+    config = RunConfig()
+    invoke, provider = tools.weather.on_invoke_tool, config.model_provider
+    task.attempt(agent, run_config=config)
+    assert agent.model is scripted and agent.tools == [tools.weather]
+    assert tools.weather.on_invoke_tool is invoke and config.model_provider is provider
