@@ -1,4 +1,4 @@
-"""The journal through real Airflow retries: ``dag.test()`` runs each try of a task with ``retries=1``."""
+"""Durable tasks through real Airflow retries: ``dag.test()`` runs each try of a task with ``retries=1``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from openai_server import FakeOpenAIServer, reply
 
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
@@ -22,6 +24,16 @@ def run_dag_file(name: str, out: Path, **env: str) -> subprocess.CompletedProces
         text=True,
         timeout=300,
     )
+
+
+def assert_no_journal_left(dag_id: str, cache: Path, *, task_keys: list[str]) -> None:
+    if AIRFLOW_V_3_3_PLUS:
+        # R-1: the task state store held the journal; only the task's own keys are left.
+        assert task_state_store_keys(dag_id) == task_keys
+        assert not cache.exists()
+    else:
+        # R-2: the cache path held the journal; after success the task instance's folder is gone.
+        assert [path for path in cache.rglob("*") if path.is_file()] == []
 
 
 def task_state_store_keys(dag_id: str) -> list[str]:
@@ -47,10 +59,30 @@ def test_a_second_try_replays_what_the_first_recorded_and_nothing_is_left_after_
     assert "Durable: replayed 2 (tool 2), ran live 1 (tool 1), could not record 0" in output
     assert "Durable: journal deleted" in output
 
-    if AIRFLOW_V_3_3_PLUS:
-        # R-1: the task state store held the journal, and only the task's own key is left.
-        assert task_state_store_keys("durable_journal_steps") == ["users_own_key"]
-        assert not cache.exists()
-    else:
-        # R-2: the cache path held the journal; after success the task instance's folder is gone.
-        assert [path for path in cache.rglob("*") if path.is_file()] == []
+    assert_no_journal_left("durable_journal_steps", cache, task_keys=["users_own_key"])
+
+
+def test_a_task_running_two_agents_replays_both_when_the_second_failed(tmp_path):
+    script = [
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_1")),
+        reply.text("Paris: sunny"),
+        reply.tool_calls(("save_report", {"text": "Paris: sunny"}, "call_2")),
+        reply.text("Report saved."),
+    ]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(script, fail_requests={4}) as server:
+        result = run_dag_file(
+            "durable_two_agents.py",
+            tmp_path,
+            FAKE_OPENAI_BASE_URL=server.base_url,
+            AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}",
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    # try 1 sent requests 1-4 and failed on 4; try 2 replayed 1-3 and sent only that one again
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 200), (3, 200), (4, 500), (5, 200)]
+    assert server.requests[4].body == server.requests[3].body
+    assert (tmp_path / "tool_runs.txt").read_text().splitlines() == ["weather Paris", "save_report Paris: sunny"]
+    assert "Durable: replayed 5 (model 3, tool 2), ran live 1 (model 1)" in output
+    assert_no_journal_left("durable_two_agents", cache, task_keys=[])

@@ -1,0 +1,63 @@
+"""What Airflow's ProvidersManager learns about this provider.
+
+Mirrors ``provider.yaml`` at the repository root; ``tests/unit/test_get_provider_info.py``
+keeps the two equal.
+"""
+
+from __future__ import annotations
+
+
+def get_provider_info():
+    return {
+        "package-name": "apache-airflow-providers-common-ai",
+        "name": "Common AI",
+        "description": (
+            "Durable OpenAI Agents SDK agent tasks: when an agent task is retried, the model and tool\n"
+            "calls the failed try completed replay from a journal instead of running again.\n"
+        ),
+        "versions": ["0.1.0"],
+        "integrations": [
+            {
+                "integration-name": "Common AI",
+                "external-doc-url": "https://openai.github.io/openai-agents-python/",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Common AI",
+                "python-modules": ["airflow.providers.common.ai.operators.agent"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Common AI",
+                "python-modules": ["airflow.providers.common.ai.hooks.openai"],
+            }
+        ],
+        "plugins": [
+            {
+                "name": "common_ai_durable",
+                "plugin-class": "airflow.providers.common.ai.plugins.durable.DurableJournalPlugin",
+            }
+        ],
+        "config": {
+            "common.ai": {
+                "description": "Durable execution of agent tasks.\n",
+                "options": {
+                    "durable_cache_path": {
+                        "description": (
+                            "Where durable agent journals live on Airflow before 3.3: an ObjectStorage URI\n"
+                            "(file:///... for one machine, s3://... or gs://... for workers that share nothing).\n"
+                            "Empty: durable execution is refused on Airflow before 3.3.\n"
+                            "On Airflow 3.3+ the task state store is used and this option is ignored.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "file:///tmp/airflow_durable_cache",
+                        "default": "",
+                    },
+                },
+            }
+        },
+    }
