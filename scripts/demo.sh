@@ -7,16 +7,16 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 
 EXAMPLE="$ROOT/example_dags/example_durable_agent.py"
-if [[ ! -f "$EXAMPLE" ]]; then
-    echo "demo: $EXAMPLE does not exist yet; there is nothing to run" >&2
-    exit 1
-fi
 ensure_venv
 
 export AIRFLOW_HOME="${DEMO_AIRFLOW_HOME:-$ROOT/.airflow-demo}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/example_dags"
 export OPENAI_AGENTS_DISABLE_TRACING=1
+if [[ "$AIRFLOW_LINE" != "3.3" ]]; then
+    # Before Airflow 3.3 the journal lives under the cache path (on 3.3+ in the task state store).
+    export AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH="${AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH:-file://$AIRFLOW_HOME/durable_cache}"
+fi
 mkdir -p "$AIRFLOW_HOME"
 
 echo "Migrating the Airflow database in $AIRFLOW_HOME ..."
@@ -27,4 +27,8 @@ echo "Migrating the Airflow database in $AIRFLOW_HOME ..."
 }
 
 cd "$ROOT"
-"$VENV/bin/python" "$EXAMPLE"
+"$VENV/bin/python" "$EXAMPLE" 2>&1 | tee "$AIRFLOW_HOME/demo.log"
+echo
+echo "What happened (the whole log: $AIRFLOW_HOME/demo.log):"
+grep -E '\[DAG TEST\] starting|Tool .* ran|HTTP Request|Durable:|Task failed|Agent .* answered' "$AIRFLOW_HOME/demo.log" \
+    | sed -E 's/^[^ ]+ \[[a-z ]+\] //; s/ +\[[^]]+\] loc=.*$//; s/ +\[[^]]+\] *$//'

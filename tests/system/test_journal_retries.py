@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openai_server import FakeOpenAIServer, reply
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 

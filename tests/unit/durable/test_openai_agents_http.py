@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, function_tool
 from openai import AsyncOpenAI, InternalServerError
-from openai_server import FakeOpenAIServer, reply
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync

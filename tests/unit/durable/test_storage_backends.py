@@ -118,6 +118,20 @@ def test_a_cache_path_write_killed_before_its_rename_leaves_the_previous_entry_r
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
 
 
+def test_after_success_no_empty_folder_is_left_under_the_cache_path_but_other_journals_stay(tmp_path):
+    other = ObjectStorageStorage(
+        UPath(f"file://{tmp_path}/cache"), dag_id="dag", run_id="manual__2026-11-29", task_id="other", map_index=-1
+    )
+    record_steps(DurableJournal(other), 1, live=[])
+    mine = make_storage("file", tmp_path)
+    record_steps(DurableJournal(mine), 1, live=[])
+
+    DurableJournal(mine).delete()
+    assert other.read("1.1") is not None
+    DurableJournal(other).delete()
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "a, b",
     [

@@ -93,3 +93,12 @@ class ObjectStorageStorage(JournalStorage):
         if self._fs.exists(self._folder):
             self._fs.rm(self._folder, recursive=True)
         self._folder_exists = False
+        if self._is_local:
+            # The task_id=, run_id= and dag_id= folders above it, while no other journal uses them.
+            parent = os.path.dirname(self._folder)
+            for _ in range(3):
+                try:
+                    os.rmdir(parent)
+                except OSError:
+                    break
+                parent = os.path.dirname(parent)

@@ -1,0 +1,1 @@
+"""Task decorators of the Common AI provider."""

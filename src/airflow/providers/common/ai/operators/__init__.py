@@ -1,0 +1,1 @@
+"""Operators of the Common AI provider."""

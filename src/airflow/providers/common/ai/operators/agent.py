@@ -1,0 +1,186 @@
+"""AgentOperator: an OpenAI Agents SDK agent as an Airflow task, optionally durable across retries."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+try:
+    from agents import Agent, MultiProvider, RunConfig, Runner
+    from agents.run_config import DEFAULT_MAX_TURNS
+except ImportError as error:  # pragma: no cover - openai-agents is a dependency of this provider
+    from airflow.exceptions import AirflowOptionalProviderFeatureException
+
+    raise AirflowOptionalProviderFeatureException(error) from error
+
+from airflow.sdk import BaseOperator
+from pydantic_core import to_jsonable_python
+
+if TYPE_CHECKING:
+    from agents import RunResult
+    from airflow.sdk import Context
+
+
+class AgentOperator(BaseOperator):
+    """
+    Run an OpenAI Agents SDK agent on ``prompt``; the agent's final output is the task's return
+    value (XCom), a pydantic or dataclass output as JSON-compatible data.
+
+    With ``durable=True`` each model call and function-tool call the agent completes is recorded
+    in the task instance's journal, and a retry replays them instead of calling the model or
+    running the tool again (see the durable execution docs). Pair it with ``retries``.
+
+    :param prompt: what the agent is asked: a string, or a list of Responses API input items.
+        Templated.
+    :param agent: an ``agents.Agent``, or a callable without arguments that returns one, called in
+        the worker at the start of each try (for an agent that is costly or unsafe to build
+        while the DAG file is parsed).
+    :param durable: journal the run, so that a retry replays the calls this try completes.
+    :param max_turns: the most model calls the run may make before it fails with
+        ``MaxTurnsExceeded``.
+    :param run_config: an ``agents.RunConfig`` for the run (model, model settings, guardrails,
+        ...).
+    :param openai_conn_id: an Airflow connection of type ``openai`` (API key in the password,
+        an optional base URL in the host) that serves the models the agents name
+        (``Agent(model="gpt-4.1")``). Without it the SDK's default applies: the
+        ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` of the worker's environment. Templated.
+
+    Refuses, when the DAG is parsed: an ``agent`` that is neither an ``Agent`` nor callable, an
+    empty prompt, ``max_turns`` below 1, and ``openai_conn_id`` together with a ``run_config``
+    that brings its own model provider.
+    """
+
+    template_fields: Sequence[str] = ("prompt", "openai_conn_id")
+    template_fields_renderers = {"prompt": "md"}
+    ui_color = "#e8f0fe"
+
+    def __init__(
+        self,
+        *,
+        prompt: str | list[Any],
+        agent: Agent | Callable[[], Agent],
+        durable: bool = False,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        run_config: RunConfig | None = None,
+        openai_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        _check_prompt(prompt, self.task_id, when_rendered=False)
+        if not isinstance(agent, Agent) and not callable(agent):
+            raise TypeError(
+                f"AgentOperator {self.task_id!r}: agent must be an agents.Agent or a function that "
+                f"returns one, not {type(agent).__name__}"
+            )
+        if not isinstance(durable, bool):
+            raise TypeError(f"AgentOperator {self.task_id!r}: durable must be True or False, not {durable!r}")
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(
+                f"AgentOperator {self.task_id!r}: max_turns must be a whole number of at least 1, not {max_turns!r}"
+            )
+        if run_config is not None and not isinstance(run_config, RunConfig):
+            raise TypeError(
+                f"AgentOperator {self.task_id!r}: run_config must be an agents.RunConfig, "
+                f"not {type(run_config).__name__}"
+            )
+        if openai_conn_id and run_config is not None and type(run_config.model_provider) is not MultiProvider:
+            raise ValueError(
+                f"AgentOperator {self.task_id!r}: give either openai_conn_id or a run_config with its own "
+                "model_provider, not both: the connection would replace that provider"
+            )
+        self.prompt = prompt
+        self.agent = agent
+        self.durable = durable
+        self.max_turns = max_turns
+        self.run_config = run_config
+        self.openai_conn_id = openai_conn_id
+
+    def execute(self, context: Context) -> Any:
+        _check_prompt(self.prompt, self.task_id, when_rendered=True)
+        if self.durable:
+            from airflow.providers.common.ai.durable.journal import current_journal
+            from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+
+            # Binds the task instance's journal now: a missing durable_cache_path fails the task
+            # before the agent is built or any model is called.
+            current_journal()
+            if not self.retries:
+                self.log.warning(
+                    "Durable: durable=True with retries=0 records calls that only a retry, or a clear "
+                    "after the task failed, replays; set retries to let Airflow replay them"
+                )
+        agent = self._get_agent()
+        run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": self._get_run_config()}
+        if self.durable:
+            result = run_durably_sync(agent, self.prompt, **run_kwargs)
+        else:
+            result = Runner.run_sync(agent, self.prompt, **run_kwargs)
+        self._log_usage(result)
+        return to_jsonable_python(result.final_output)
+
+    def _get_agent(self) -> Agent:
+        if isinstance(self.agent, Agent):
+            return self.agent
+        agent = self.agent()
+        if not isinstance(agent, Agent):
+            raise TypeError(
+                f"AgentOperator {self.task_id!r}: the agent function {_name_of(self.agent)} returned "
+                f"{type(agent).__name__}; it must return an agents.Agent"
+            )
+        return agent
+
+    def _get_run_config(self) -> RunConfig | None:
+        if not self.openai_conn_id:
+            return self.run_config
+        from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook
+
+        provider = OpenAIAgentsHook(self.openai_conn_id).get_model_provider()
+        if self.run_config is None:
+            return RunConfig(model_provider=provider)
+        # A copy, not the user's RunConfig: the operator object lives on across tries.
+        return dataclasses.replace(self.run_config, model_provider=provider)
+
+    def _log_usage(self, result: RunResult) -> None:
+        usage = result.context_wrapper.usage
+        self.log.info(
+            "Agent %r answered: %d model requests reached the model in this try, %d tokens (%d input, %d output)",
+            result.last_agent.name,
+            usage.requests,
+            usage.total_tokens,
+            usage.input_tokens,
+            usage.output_tokens,
+        )
+
+
+def _check_prompt(prompt: Any, task_id: str, *, when_rendered: bool) -> None:
+    from airflow.sdk.definitions._internal.types import SET_DURING_EXECUTION
+
+    if prompt is SET_DURING_EXECUTION and not when_rendered:
+        return  # @task.agent: the decorated function returns it when the task runs
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError(f"AgentOperator {task_id!r}: prompt is empty; give the agent something to do")
+        return
+    if isinstance(prompt, list):
+        if not prompt:
+            raise ValueError(
+                f"AgentOperator {task_id!r}: prompt is an empty list; give at least one input item"
+            )
+        return
+    if not when_rendered and _is_resolved_at_run_time(prompt):
+        return
+    raise TypeError(
+        f"AgentOperator {task_id!r}: prompt must be a string or a list of input items, not {type(prompt).__name__}"
+    )
+
+
+def _is_resolved_at_run_time(value: Any) -> bool:
+    """An XComArg or another value Airflow resolves before ``execute``."""
+    from airflow.sdk.definitions._internal.mixins import ResolveMixin
+
+    return isinstance(value, ResolveMixin)
+
+
+def _name_of(function: Any) -> str:
+    return getattr(function, "__qualname__", None) or repr(function)

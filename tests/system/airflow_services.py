@@ -1,0 +1,242 @@
+"""
+A real Airflow in subprocesses: api-server, scheduler with LocalExecutor (each try its own worker
+process), and dag-processor, over the test session's database. Tests trigger and clear DAG runs
+through the REST API, as a user would, and read the outcome from the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+FINISHED = frozenset({"success", "failed", "upstream_failed", "skipped"})
+
+
+def _in_own_group_ending_with_this_process() -> None:
+    """For Popen(preexec_fn=...): a process group of its own, sent SIGTERM if the test process dies."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the fixture's teardown still stops them
+        pass
+
+
+def _is_running(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a child of the worker that has exited but was not reaped yet is done too
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class AirflowServices:
+    """Use as a context manager; every process it starts is stopped on exit, in its own process group."""
+
+    def __init__(self, dags_folder: Path, logs: Path, env: dict[str, str]) -> None:
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.logs = logs
+        environ = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("AIRFLOW__CORE__UNIT_TEST_MODE", "OPENAI_API_KEY")
+        }
+        self.env = {
+            **environ,
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "2",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            # Every service must sign and check the workers' tokens with the same secret.
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+            **env,
+        }
+        self._processes: dict[str, subprocess.Popen] = {}
+
+    def __enter__(self) -> AirflowServices:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        try:
+            for name, command in (
+                ("api-server", ["api-server", "--port", self.env["AIRFLOW__API__PORT"]]),
+                ("scheduler", ["scheduler"]),
+                ("dag-processor", ["dag-processor"]),
+            ):
+                self._processes[name] = subprocess.Popen(
+                    [AIRFLOW, *command],
+                    env=self.env,
+                    stdout=(self.logs / f"{name}.log").open("w"),
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_in_own_group_ending_with_this_process,
+                )
+            self._wait_until_healthy(timeout=180)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in self._processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for process in self._processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._processes.clear()
+
+    def service_log(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"null")
+
+    def _wait_until_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        health: Any = None
+        while time.monotonic() < deadline:
+            for name, process in self._processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(
+                        f"airflow {name} exited with {process.returncode}:\n{self.service_log(name)[-3000:]}"
+                    )
+            try:
+                health = self._request("GET", "/api/v2/monitor/health")
+            except OSError:
+                health = None
+            if health and all(
+                health[part]["status"] == "healthy" for part in ("metadatabase", "scheduler", "dag_processor")
+            ):
+                return
+            time.sleep(1)
+        raise TimeoutError(f"Airflow was not healthy after {timeout} s: {health}")
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self._request("GET", f"/api/v2/dags/{dag_id}")
+                return
+            except OSError:
+                time.sleep(1)
+        raise TimeoutError(
+            f"the dag-processor did not parse {dag_id} in {timeout} s:\n{self.service_log('dag-processor')[-3000:]}"
+        )
+
+    def trigger(self, dag_id: str) -> str:
+        """Start a DAG run; returns its run id."""
+        self.wait_for_dag(dag_id)
+        return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})["dag_run_id"]
+
+    def clear(self, dag_id: str, run_id: str, task_id: str) -> None:
+        """
+        Clear one task instance of a DAG run that finished, as the UI's Clear button does.
+
+        A clear right after the task finished could race the scheduler, which may still be
+        marking the DAG run finished; a user sees the finished run first, and so does this.
+        """
+        deadline = time.monotonic() + 60
+        while (state := self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]) not in (
+            "success",
+            "failed",
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"DAG run {run_id} of {dag_id} did not finish in 60 s: {state}")
+            time.sleep(0.5)
+        self._request(
+            "POST",
+            f"/api/v2/dags/{dag_id}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run_id,
+                "task_ids": [task_id],
+                "only_failed": False,
+                "reset_dag_runs": True,
+            },
+        )
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+
+    def wait_for_task(
+        self, dag_id: str, run_id: str, task_id: str, *, try_number: int = 1, timeout: float = 180
+    ) -> dict[str, Any]:
+        """
+        Wait until try ``try_number`` (or a later one) of the task instance finished and its worker
+        process exited; returns the instance.
+
+        The state changes before the worker's listeners have run (the ``Durable:`` summary, the
+        journal's deletion), so the process that ran the try is waited for as well.
+        """
+        deadline = time.monotonic() + timeout
+        instance: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                instance = self.task_instance(dag_id, run_id, task_id)
+            except urllib.error.HTTPError as error:
+                if error.code != 404:  # 404: the scheduler has not created the task instance yet
+                    raise
+            else:
+                if instance["state"] in FINISHED and instance["try_number"] >= try_number:
+                    if not _is_running(instance.get("pid")):
+                        return instance
+            time.sleep(0.5)
+        raise TimeoutError(
+            f"{dag_id}.{task_id} of {run_id} did not finish try {try_number} in {timeout} s: {instance}"
+        )
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """The log of one try, as the worker wrote it."""
+        path = (
+            Path(self.env["AIRFLOW_HOME"], "logs")
+            / f"dag_id={dag_id}"
+            / f"run_id={run_id}"
+            / f"task_id={task_id}"
+            / f"attempt={try_number}.log"
+        )
+        return path.read_text(errors="replace")

@@ -1,0 +1,134 @@
+"""
+Runs DAG files as their users do, ``python <file>`` (``dag.test()``, real retries), against a
+local OpenAI-compatible server, and reads back what the runs left in Airflow's database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE_DAGS = ROOT / "example_dags"
+TEST_DAGS = Path(__file__).parent / "dags"
+
+
+def openai_connection(server: FakeOpenAIServer) -> str:
+    """An ``openai`` connection to ``server``, as an ``AIRFLOW_CONN_...`` value."""
+    return json.dumps(
+        {
+            "conn_type": "openai",
+            "host": server.base_url,
+            "password": "sk-test-key",
+            # The client's own retries would hide an injected failure from Airflow.
+            "extra": {"openai_client_kwargs": {"max_retries": 0}},
+        }
+    )
+
+
+def durable_env(server: FakeOpenAIServer, tmp_path: Path) -> dict[str, str]:
+    """What every durable run here needs: the connection, and on Airflow before 3.3 a cache path."""
+    env = {"AIRFLOW_CONN_OPENAI_DEFAULT": openai_connection(server), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    if not AIRFLOW_V_3_3_PLUS:
+        env["AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH"] = f"file://{tmp_path / 'durable_cache'}"
+    return env
+
+
+@dataclass
+class DagFileRun:
+    returncode: int
+    output: str
+
+    def tries(self, task_id: str, map_index: int = -1) -> list[str]:
+        """The log of each try of one task instance, in order."""
+        pattern = re.compile(
+            rf"\[DAG TEST\] starting task_id={re.escape(task_id)} map_index={map_index}\b.*?"
+            rf"\[DAG TEST\] end task task_id={re.escape(task_id)} map_index={map_index}\b",
+            re.DOTALL,
+        )
+        return pattern.findall(self.output)
+
+
+def run_dag_file(path: Path, env: dict[str, str], *, timeout: float = 300) -> DagFileRun:
+    """``python <path>`` with the DAG's folder as the DAGS folder; returns its exit code and output."""
+    environ = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
+    result = subprocess.run(
+        [sys.executable, str(path)],
+        env={**environ, "AIRFLOW__CORE__DAGS_FOLDER": str(path.parent), **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    return DagFileRun(result.returncode, result.stdout + result.stderr)
+
+
+def latest_run_id(dag_id: str) -> str:
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalar(
+            select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(1)
+        )
+
+
+def task_states(dag_id: str, run_id: str) -> dict[tuple[str, int], tuple[str, int]]:
+    """(task id, map index) -> (state, try number) of each task instance of a DAG run."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(
+                TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state, TaskInstance.try_number
+            ).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+        )
+        return {(task_id, map_index): (str(state), tries) for task_id, map_index, state, tries in rows}
+
+
+def xcom_return_value(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalar(
+            select(XComModel).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.map_index == map_index,
+                XComModel.key == "return_value",
+            )
+        )
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def journal_entries(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
+    """What is stored of the journals of a DAG run: task state store keys (3.3+), or cache files."""
+    if AIRFLOW_V_3_3_PLUS:
+        from airflow.models.task_state_store import TaskStateStoreModel
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.execute(
+                select(
+                    TaskStateStoreModel.task_id, TaskStateStoreModel.map_index, TaskStateStoreModel.key
+                ).where(TaskStateStoreModel.dag_id == dag_id, TaskStateStoreModel.run_id == run_id)
+            )
+            return sorted(f"{task_id}[{map_index}] {key}" for task_id, map_index, key in rows)
+    cache = tmp_path / "durable_cache"
+    return sorted(str(path.relative_to(cache)) for path in cache.rglob("*") if path.is_file())

@@ -1,0 +1,99 @@
+"""
+The example DAGs, run as ``python example_dags/<file>.py`` with real Airflow retries against a local
+OpenAI-compatible server: try 1 fails on the third model request, try 2 replays what try 1
+completed and sends only that request again.
+"""
+
+from __future__ import annotations
+
+import json
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+
+from dag_runs import (
+    EXAMPLE_DAGS,
+    durable_env,
+    journal_entries,
+    latest_run_id,
+    run_dag_file,
+    task_states,
+    xcom_return_value,
+)
+
+TRIAGE = {
+    "category": "billing",
+    "priority": "urgent",
+    "summary": "Business customer C-1024 was charged twice for order O-77 and asks for a refund.",
+}
+
+
+def test_the_durable_agent_example_replays_try_1_and_sends_only_the_failed_request_again(tmp_path):
+    script = [
+        reply.tool_calls(("get_customer", {"email": "ada@example.com"}, "call_customer")),
+        reply.tool_calls(("get_recent_orders", {"customer_id": "C-1024"}, "call_orders")),
+        reply.text(json.dumps(TRIAGE)),
+    ]
+    with FakeOpenAIServer(script, fail_requests={3}) as server:
+        run = run_dag_file(EXAMPLE_DAGS / "example_durable_agent.py", durable_env(server, tmp_path))
+    assert run.returncode == 0, run.output[-5000:]
+    run_id = latest_run_id("example_durable_agent")
+    assert task_states("example_durable_agent", run_id) == {("triage_ticket", -1): ("success", 2)}
+
+    # Model requests per try: 1-3 on try 1 (3 failed), only a new 3rd on try 2.
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 200), (3, 500), (4, 200)]
+    # The retried request carries the conversation that try 1 had: the replayed tool results.
+    retried = json.dumps(server.requests[3].body["input"])
+    assert '"call_customer"' in retried and "C-1024" in retried and "O-77" in retried
+    assert server.requests[3].body == server.requests[2].body
+
+    try_1, try_2 = run.tries("triage_ticket")
+    assert (try_1.count("Tool get_customer ran"), try_1.count("Tool get_recent_orders ran")) == (1, 1)
+    assert (try_2.count("Tool get_customer ran"), try_2.count("Tool get_recent_orders ran")) == (0, 0)
+    assert "Durable: replayed 0, ran live 4 (model 2, tool 2), could not record 0" in try_1
+    assert (
+        "Durable: replayed 4 (model 2, tool 2), ran live 1 (model 1), could not record 0, "
+        "saved 30 tokens by replaying" in try_2
+    )
+    assert "Agent 'triage' answered: 1 model requests reached the model in this try" in try_2
+
+    # The rendered prompt reached the model, and the pydantic output is the XCom, as JSON data.
+    assert server.requests[0].body["input"][0]["content"] == (
+        "Ticket from ada@example.com:\n\nI was charged twice for my last order. Please refund one of the payments."
+    )
+    assert xcom_return_value("example_durable_agent", run_id, "triage_ticket") == TRIAGE
+    assert journal_entries("example_durable_agent", run_id, tmp_path) == []
+
+
+def test_the_durable_task_example_replays_both_agents_and_sends_the_reply_once(tmp_path):
+    outbox = tmp_path / "outbox"
+    script = [
+        reply.text("Parcel marked delivered on Monday never arrived."),
+        reply.tool_calls(
+            ("send_reply", {"ticket_id": "T-311", "text": "Sorry! We opened a trace."}, "call_send")
+        ),
+        reply.text("Sent an apology and opened a trace."),
+    ]
+    with FakeOpenAIServer(script, fail_requests={3}) as server:
+        run = run_dag_file(
+            EXAMPLE_DAGS / "example_durable_task.py",
+            {**durable_env(server, tmp_path), "EXAMPLE_OUTBOX": str(outbox)},
+        )
+    assert run.returncode == 0, run.output[-5000:]
+    run_id = latest_run_id("example_durable_task")
+    assert task_states("example_durable_task", run_id) == {("answer_ticket", -1): ("success", 2)}
+
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 200), (3, 500), (4, 200)]
+    try_1, try_2 = run.tries("answer_ticket")
+    assert try_1.count("Tool send_reply sent the reply") == 1
+    assert "Tool send_reply" not in try_2
+    # The second agent failed on try 1; try 2 replays the first agent's answer as well (R-22).
+    assert "Durable: replayed 0, ran live 3 (model 2, tool 1)" in try_1
+    assert "Durable: replayed 3 (model 2, tool 1), ran live 1 (model 1), could not record 0" in try_2
+
+    [sent] = outbox.iterdir()
+    assert json.loads(sent.read_text())["text"] == "Sorry! We opened a trace."
+    assert xcom_return_value("example_durable_task", run_id, "answer_ticket") == {
+        "summary": "Parcel marked delivered on Monday never arrived.",
+        "confirmation": "Sent an apology and opened a trace.",
+    }
+    assert journal_entries("example_durable_task", run_id, tmp_path) == []

@@ -1,0 +1,71 @@
+"""@task.agent: the decorated function writes the prompt; the agent's answer is the result."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from agents import Agent, function_tool
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from airflow.sdk import DAG, task
+
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+
+
+def test_the_function_returns_the_prompt_and_the_agents_answer_is_the_result():
+    model = ScriptedModel([[assistant_message("Login problem, urgent.")]])
+
+    @task.agent(agent=Agent(name="triage", model=model))
+    def triage(ticket: str) -> str:
+        return f"Triage this ticket: {ticket}"
+
+    with DAG("decorated", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        triage("I cannot log in")
+    op = dag.get_task("triage")
+
+    assert op.execute({}) == "Login problem, urgent."
+    assert model.first_call.input == [{"content": "Triage this ticket: I cannot log in", "role": "user"}]
+
+
+def test_the_decorator_takes_the_operators_arguments_and_refuses_what_it_refuses():
+    with pytest.raises(ValueError, match="max_turns must be a whole number of at least 1"):
+        with DAG("decorated_refused", schedule=None, start_date=datetime(2026, 1, 1)):
+
+            @task.agent(agent=Agent(name="a"), max_turns=0)
+            def ask() -> str:
+                return "p"
+
+            ask()
+
+
+def test_a_durable_decorated_task_replays_on_its_retry():
+    runs = []
+
+    @function_tool
+    def lookup(ticket_id: str) -> str:
+        """The ticket's text."""
+        runs.append(ticket_id)
+        return "cannot log in"
+
+    model = ScriptedModel(
+        [
+            [function_call("lookup", {"ticket_id": "T-1"}, call_id="c1")],
+            ModelStep.raise_error(ConnectionError("the model provider is down")),
+            [assistant_message("Login problem.")],
+        ]
+    )
+
+    @task.agent(agent=Agent(name="a", model=model, tools=[lookup]), durable=True, retries=1)
+    def triage(ticket_id: str) -> str:
+        return f"Triage ticket {ticket_id}."
+
+    with DAG("decorated_durable", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        triage("T-1")
+    op, storage = dag.get_task("triage"), InMemoryStorage()
+
+    with pytest.raises(ConnectionError), journal_scope(DurableJournal(storage)):
+        op.execute({})
+    with journal_scope(DurableJournal(storage)):
+        assert op.execute({}) == "Login problem."
+    assert (len(model.calls), runs) == (3, ["T-1"])

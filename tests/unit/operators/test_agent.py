@@ -1,0 +1,420 @@
+"""AgentOperator: what it refuses when the DAG is parsed, what it returns, and how it runs durably."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+import structlog
+from agents import Agent, ModelSettings, RunConfig, function_tool
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from pydantic import BaseModel
+
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.operators.agent import AgentOperator
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+
+
+class Triage(BaseModel):
+    category: str
+    due: datetime.date
+
+
+class ToolRuns:
+    """A tool that counts how often it really ran."""
+
+    def __init__(self) -> None:
+        self.cities: list[str] = []
+
+        @function_tool
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            self.cities.append(city)
+            return f"sunny in {city}"
+
+        self.tool = get_weather
+
+
+def run_try(op: AgentOperator, storage: InMemoryStorage | None = None):
+    """One try of ``op``, as a new worker process would run it: a fresh journal over ``storage``."""
+    if storage is None:
+        return op.execute({})
+    with journal_scope(DurableJournal(storage)):
+        return op.execute({})
+
+
+# Refused when the DAG is parsed (R-28): each error names the task, the problem and the fix.
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        (
+            {"agent": "triage"},
+            TypeError,
+            "agent must be an agents.Agent or a function that returns one, not str",
+        ),
+        ({"prompt": ""}, ValueError, "prompt is empty; give the agent something to do"),
+        ({"prompt": "  \n"}, ValueError, "prompt is empty"),
+        ({"prompt": []}, ValueError, "prompt is an empty list; give at least one input item"),
+        ({"prompt": 42}, TypeError, "prompt must be a string or a list of input items, not int"),
+        ({"max_turns": 0}, ValueError, "max_turns must be a whole number of at least 1, not 0"),
+        ({"max_turns": True}, ValueError, "max_turns must be a whole number of at least 1, not True"),
+        ({"durable": "yes"}, TypeError, "durable must be True or False, not 'yes'"),
+        ({"run_config": {"model": "gpt-4.1"}}, TypeError, "run_config must be an agents.RunConfig, not dict"),
+    ],
+)
+def test_an_impossible_argument_is_refused_when_the_dag_is_parsed(arguments, error, message):
+    kwargs = {"task_id": "triage", "prompt": "Triage this.", "agent": Agent(name="a"), **arguments}
+    with pytest.raises(error, match=f"^AgentOperator 'triage': {message}") as raised:
+        AgentOperator(**kwargs)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_connection_and_a_run_config_with_its_own_model_provider_are_refused_together():
+    from agents import OpenAIProvider
+
+    with pytest.raises(
+        ValueError, match="give either openai_conn_id or a run_config with its own model_provider"
+    ):
+        AgentOperator(
+            task_id="t",
+            prompt="p",
+            agent=Agent(name="a"),
+            openai_conn_id="openai_default",
+            run_config=RunConfig(model_provider=OpenAIProvider(api_key="k")),
+        )
+
+
+def test_a_prompt_from_an_upstream_task_is_accepted_when_the_dag_is_parsed():
+    from airflow.sdk import DAG, task
+
+    with DAG("prompts", schedule=None):
+
+        @task
+        def write_prompt() -> str:
+            return "Summarize this."
+
+        op = AgentOperator(task_id="t", prompt=write_prompt(), agent=Agent(name="a"))
+    assert op.upstream_task_ids == {"write_prompt"}
+
+
+def test_the_agent_function_is_not_called_when_the_dag_is_parsed_but_once_per_try():
+    built = []
+
+    def build_agent() -> Agent:
+        built.append(1)
+        return Agent(name="a", model=ScriptedModel([[assistant_message("done")]]))
+
+    op = AgentOperator(task_id="t", prompt="p", agent=build_agent)
+    assert built == []
+    assert run_try(op) == "done"
+    assert built == [1]
+
+
+def test_an_agent_function_that_returns_something_else_fails_the_task_naming_it():
+    def build_agent():
+        return "not an agent"
+
+    op = AgentOperator(task_id="t", prompt="p", agent=build_agent)
+    with pytest.raises(
+        TypeError, match="the agent function .*build_agent returned str; it must return an agents.Agent"
+    ):
+        run_try(op)
+
+
+def test_a_template_that_renders_an_empty_prompt_fails_the_task_before_any_model_call():
+    model = ScriptedModel([[assistant_message("never")]])
+    op = AgentOperator(task_id="t", prompt="{{ params.ticket }}", agent=Agent(name="a", model=model))
+    op.render_template_fields({"params": {"ticket": ""}})
+    with pytest.raises(ValueError, match="prompt is empty"):
+        run_try(op)
+    assert model.calls == ()
+
+
+# What the task returns and logs (R-30).
+
+
+def test_the_prompt_is_templated_and_the_final_text_is_the_return_value():
+    model = ScriptedModel([[assistant_message("Ticket 7 is about billing.")]])
+    op = AgentOperator(
+        task_id="t", prompt="Summarize ticket {{ params.ticket }}.", agent=Agent(name="a", model=model)
+    )
+    op.render_template_fields({"params": {"ticket": 7}})
+
+    assert run_try(op) == "Ticket 7 is about billing."
+    assert model.first_call.input == [{"content": "Summarize ticket 7.", "role": "user"}]
+
+
+def test_a_pydantic_output_is_returned_as_json_data():
+    answer = Triage(category="billing", due=datetime.date(2026, 2, 3)).model_dump_json()
+    model = ScriptedModel([[assistant_message(answer)]])
+    op = AgentOperator(task_id="t", prompt="p", agent=Agent(name="a", model=model, output_type=Triage))
+
+    output = run_try(op)
+
+    assert output == {"category": "billing", "due": "2026-02-03"}
+    assert json.loads(json.dumps(output)) == output
+
+
+def test_max_turns_and_the_run_config_reach_the_run():
+    model = ScriptedModel([[function_call("get_weather", {"city": "Oslo"}, call_id="c1")]] * 3)
+    tool = ToolRuns()
+    op = AgentOperator(
+        task_id="t",
+        prompt="p",
+        agent=Agent(name="a", model=model, tools=[tool.tool]),
+        max_turns=2,
+        run_config=RunConfig(model_settings=ModelSettings(temperature=0.25)),
+    )
+    from agents import MaxTurnsExceeded
+
+    with pytest.raises(MaxTurnsExceeded):
+        run_try(op)
+    assert len(model.calls) == 2
+    assert model.first_call.model_settings.temperature == 0.25
+
+
+def test_each_try_logs_how_many_requests_reached_the_model_and_their_tokens():
+    from agents import Usage
+
+    model = ScriptedModel(
+        [
+            ModelStep(
+                output=[assistant_message("ok")],
+                usage=Usage(requests=1, input_tokens=7, output_tokens=3, total_tokens=10),
+            )
+        ]
+    )
+    op = AgentOperator(task_id="t", prompt="p", agent=Agent(name="writer", model=model))
+    with structlog.testing.capture_logs() as logs:
+        run_try(op)
+    assert (
+        "Agent 'writer' answered: 1 model requests reached the model in this try, 10 tokens (7 input, 3 output)"
+        in [entry["event"] for entry in logs]
+    )
+
+
+# durable=True (R-30, R-13): a retry replays what the failed try completed.
+
+
+def script_failing_on_the_third_request() -> list:
+    return [
+        [function_call("get_weather", {"city": "Paris"}, call_id="c1")],
+        [function_call("get_weather", {"city": "Rome"}, call_id="c2")],
+        ModelStep.raise_error(ConnectionError("the model provider is down")),
+        [assistant_message("Sunny in Paris and Rome.")],
+    ]
+
+
+def test_a_durable_retry_replays_the_calls_the_failed_try_completed():
+    model, tool, storage = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), InMemoryStorage()
+    op = AgentOperator(
+        task_id="t",
+        prompt="Weather?",
+        agent=Agent(name="a", model=model, tools=[tool.tool]),
+        durable=True,
+        retries=1,
+    )
+
+    with pytest.raises(ConnectionError):
+        run_try(op, storage)
+    assert (len(model.calls), tool.cities) == (3, ["Paris", "Rome"])
+
+    assert run_try(op, storage) == "Sunny in Paris and Rome."
+    # Try 2 sent only the request that failed; neither tool call ran again.
+    assert (len(model.calls), tool.cities) == (4, ["Paris", "Rome"])
+
+
+def test_without_durable_a_retry_runs_everything_again_and_nothing_is_journaled():
+    tool = ToolRuns()
+    model = ScriptedModel(
+        script_failing_on_the_third_request()[:3]
+        + [
+            [function_call("get_weather", {"city": "Paris"}, call_id="c1")],
+            [function_call("get_weather", {"city": "Rome"}, call_id="c2")],
+            [assistant_message("Sunny in Paris and Rome.")],
+        ]
+    )
+    storage = InMemoryStorage()
+    op = AgentOperator(
+        task_id="t", prompt="Weather?", agent=Agent(name="a", model=model, tools=[tool.tool]), retries=1
+    )
+
+    with pytest.raises(ConnectionError):
+        run_try(op, storage)
+    assert run_try(op, storage) == "Sunny in Paris and Rome."
+    assert (len(model.calls), tool.cities) == (6, ["Paris", "Rome", "Paris", "Rome"])
+    assert storage.entries == {}
+
+
+def test_a_durable_try_records_each_call_it_completed_in_the_journal():
+    model, tool, storage = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), InMemoryStorage()
+    op = AgentOperator(
+        task_id="t",
+        prompt="Weather?",
+        agent=Agent(name="a", model=model, tools=[tool.tool]),
+        durable=True,
+        retries=1,
+    )
+
+    with pytest.raises(ConnectionError):
+        run_try(op, storage)
+
+    recorded = [json.loads(text) for text in storage.entries.values()]
+    assert sorted(entry["kind"] for entry in recorded if entry["state"] == "done") == [
+        "model",
+        "model",
+        "tool",
+        "tool",
+    ]
+
+
+def test_durable_without_retries_warns_that_only_a_retry_or_a_clear_replays():
+    op = AgentOperator(
+        task_id="t",
+        prompt="p",
+        agent=Agent(name="a", model=ScriptedModel([[assistant_message("ok")]])),
+        durable=True,
+    )
+    with structlog.testing.capture_logs() as logs:
+        run_try(op, InMemoryStorage())
+    warnings = [entry["event"] for entry in logs if entry["log_level"] == "warning"]
+    assert warnings == [
+        "Durable: durable=True with retries=0 records calls that only a retry, or a clear after the task "
+        "failed, replays; set retries to let Airflow replay them"
+    ]
+
+
+def test_durable_with_retries_does_not_warn():
+    op = AgentOperator(
+        task_id="t",
+        prompt="p",
+        agent=Agent(name="a", model=ScriptedModel([[assistant_message("ok")]])),
+        durable=True,
+        retries=2,
+    )
+    with structlog.testing.capture_logs() as logs:
+        run_try(op, InMemoryStorage())
+    assert [entry for entry in logs if entry["log_level"] == "warning"] == []
+
+
+def test_outside_a_task_a_durable_operator_runs_the_agent_as_runner_run_would():
+    model = ScriptedModel([[assistant_message("ok")]])
+    op = AgentOperator(task_id="t", prompt="p", agent=Agent(name="a", model=model), durable=True, retries=1)
+    assert run_try(op) == "ok"
+    assert len(model.calls) == 1
+
+
+# Models and credentials from an Airflow connection.
+
+
+@pytest.fixture
+def openai_connection(monkeypatch):
+    """Defines connection ``openai_test`` against a fresh fake server; yields the server."""
+
+    def define(server: FakeOpenAIServer, **extra) -> None:
+        connection = {
+            "conn_type": "openai",
+            "password": "sk-connection-key",
+            "host": server.base_url,
+            "extra": {"openai_client_kwargs": {"max_retries": 0}, **extra},
+        }
+        monkeypatch.setenv("AIRFLOW_CONN_OPENAI_TEST", json.dumps(connection))
+
+    return define
+
+
+def test_a_model_given_by_name_is_served_by_the_connections_endpoint_with_its_key(
+    openai_connection, monkeypatch
+):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer([reply.text("Hello from the endpoint.")]) as server:
+        openai_connection(server)
+        op = AgentOperator(
+            task_id="t", prompt="p", agent=Agent(name="a", model="gpt-4.1-mini"), openai_conn_id="openai_test"
+        )
+        assert run_try(op) == "Hello from the endpoint."
+
+    [request] = server.requests
+    assert request.path == "/v1/responses"
+    assert request.body["model"] == "gpt-4.1-mini"
+    assert request.headers["authorization"] == "Bearer sk-connection-key"
+
+
+def test_a_connection_with_use_responses_false_speaks_chat_completions(openai_connection):
+    with FakeOpenAIServer([reply.text("Hello.")]) as server:
+        openai_connection(server, use_responses=False)
+        op = AgentOperator(
+            task_id="t", prompt="p", agent=Agent(name="a", model="gpt-4.1-mini"), openai_conn_id="openai_test"
+        )
+        assert run_try(op) == "Hello."
+    assert [request.path for request in server.requests] == ["/v1/chat/completions"]
+
+
+def test_the_connection_replaces_only_the_model_provider_of_the_users_run_config(openai_connection):
+    run_config = RunConfig(model_settings=ModelSettings(temperature=0.25))
+    original_provider = run_config.model_provider
+    with FakeOpenAIServer([reply.text("Hello.")]) as server:
+        openai_connection(server)
+        op = AgentOperator(
+            task_id="t",
+            prompt="p",
+            agent=Agent(name="a", model="gpt-4.1-mini"),
+            openai_conn_id="openai_test",
+            run_config=run_config,
+        )
+        run_try(op)
+    assert server.requests[0].body["temperature"] == 0.25
+    assert run_config.model_provider is original_provider
+
+
+def test_a_durable_retry_through_the_connection_sends_only_the_requests_the_failed_try_did_not_complete(
+    openai_connection,
+):
+    tool = ToolRuns()
+    script = [
+        reply.tool_calls(("get_weather", {"city": "Paris"}, "c1")),
+        reply.tool_calls(("get_weather", {"city": "Rome"}, "c2")),
+        reply.text("Sunny in Paris and Rome."),
+    ]
+    storage = InMemoryStorage()
+    with FakeOpenAIServer(script, fail_requests={3}) as server:
+        openai_connection(server)
+        op = AgentOperator(
+            task_id="t",
+            prompt="Weather?",
+            agent=Agent(name="a", model="gpt-4.1-mini", tools=[tool.tool]),
+            openai_conn_id="openai_test",
+            durable=True,
+            retries=1,
+        )
+        from openai import InternalServerError
+
+        with pytest.raises(InternalServerError):
+            run_try(op, storage)
+        assert ([r.status for r in server.requests], tool.cities) == ([200, 200, 500], ["Paris", "Rome"])
+
+        assert run_try(op, storage) == "Sunny in Paris and Rome."
+        assert ([r.status for r in server.requests], tool.cities) == ([200, 200, 500, 200], ["Paris", "Rome"])
+
+
+def test_a_durable_task_that_cannot_have_a_journal_fails_before_the_agent_is_built(monkeypatch):
+    from types import SimpleNamespace
+
+    from airflow.exceptions import AirflowConfigException
+
+    from airflow.providers.common.ai.durable import task_instance
+
+    # A running task on Airflow before 3.3 (no task state store) without durable_cache_path.
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)
+    monkeypatch.setattr(task_instance, "_running_task_context", lambda: {"ti": ti})
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", "")
+    built = []
+    op = AgentOperator(task_id="t", prompt="p", agent=lambda: built.append(1), durable=True, retries=1)
+
+    with pytest.raises(AirflowConfigException, match="durable_cache_path"):
+        op.execute({})
+    assert built == []
