@@ -537,3 +537,18 @@ def test_the_users_agent_tools_and_run_config_are_left_as_they_were():
     task.attempt(agent, run_config=config)
     assert agent.model is scripted and agent.tools == [tools.weather]
     assert tools.weather.on_invoke_tool is invoke and config.model_provider is provider
+
+
+def test_a_recorded_answer_that_no_longer_loads_runs_live_with_every_call_after_it(caplog):
+    task, tools = Task(), Tools()
+    task.failing_attempt(weather_agent(tools, model([call("weather", "c1", city="Paris")], RuntimeError())))
+    entry = json.loads(task.storage.entries["1.1"])
+    entry["result"] = {"output": "not a list of output items"}
+    task.storage.entries["1.1"] = json.dumps(entry)
+
+    second = model([call("weather", "c1", city="Paris")], [assistant_message("Sunny.")])
+    with caplog.at_level(logging.WARNING):
+        assert task.attempt(weather_agent(tools, second)).final_output == "Sunny."
+    assert (len(second.calls), tools.runs["weather"]) == (2, 2)
+    assert "the recorded answer no longer loads" in caplog.text
+    assert task.journal.stats.replayed == {}

@@ -36,20 +36,16 @@ class JournalStorage(ABC):
 
 
 class InMemoryStorage(JournalStorage):
-    """Entries in a dict, for tests and for runs outside Airflow; counts what it is asked to do."""
+    """Entries in a dict, for tests and for runs outside Airflow."""
 
     def __init__(self, identity: str = "in-memory") -> None:
         self.identity = identity
         self.entries: dict[str, str] = {}
-        self.writes = 0
-        self.bytes_written = 0
 
     def read(self, key: str) -> str | None:
         return self.entries.get(key)
 
     def write(self, key: str, text: str) -> None:
-        self.writes += 1
-        self.bytes_written += len(text.encode())
         self.entries[key] = text
 
     def delete_all(self, keys: Iterable[str]) -> None:
