@@ -209,15 +209,19 @@ def script_failing_on_the_third_request() -> list:
     ]
 
 
-def test_a_durable_retry_replays_the_calls_the_failed_try_completed():
-    model, tool, storage = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), InMemoryStorage()
-    op = AgentOperator(
+def durable_weather_operator(model: ScriptedModel, tool: ToolRuns) -> AgentOperator:
+    return AgentOperator(
         task_id="t",
         prompt="Weather?",
         agent=Agent(name="a", model=model, tools=[tool.tool]),
         durable=True,
         retries=1,
     )
+
+
+def test_a_durable_retry_replays_the_calls_the_failed_try_completed():
+    model, tool, storage = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), InMemoryStorage()
+    op = durable_weather_operator(model, tool)
 
     with pytest.raises(ConnectionError):
         run_try(op, storage)
@@ -252,13 +256,7 @@ def test_without_durable_a_retry_runs_everything_again_and_nothing_is_journaled(
 
 def test_a_durable_try_records_each_call_it_completed_in_the_journal():
     model, tool, storage = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), InMemoryStorage()
-    op = AgentOperator(
-        task_id="t",
-        prompt="Weather?",
-        agent=Agent(name="a", model=model, tools=[tool.tool]),
-        durable=True,
-        retries=1,
-    )
+    op = durable_weather_operator(model, tool)
 
     with pytest.raises(ConnectionError):
         run_try(op, storage)
