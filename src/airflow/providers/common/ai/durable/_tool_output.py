@@ -61,7 +61,7 @@ def _decode(value: Any) -> Any:
     raise ValueError(f"unknown recorded value {tag!r}")
 
 
-def encode_tool_output(output: Any) -> dict[str, Any]:
+def encode_tool_output(output: Any, declared: Any = None) -> dict[str, Any]:
     """``output`` as JSON: its value when it can be rebuilt, else the text the model saw."""
     try:
         return {"value": _encode(output)}
@@ -69,7 +69,7 @@ def encode_tool_output(output: Any) -> dict[str, Any]:
         return {"text": str(output)}
 
 
-def decode_tool_output(recorded: Any) -> Any:
+def decode_tool_output(recorded: Any, declared: Any = None) -> Any:
     """The value :func:`encode_tool_output` recorded; ``ValueError`` if it cannot be read."""
     try:
         if "value" in recorded:

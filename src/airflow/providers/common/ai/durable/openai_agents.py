@@ -21,9 +21,22 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from airflow.providers.common.ai.durable._sdk_private import (
+    CLEANUP_ON_RUN_END,
+    custom_failure_formatter,
+    declared_output_adapter,
+    default_failure_was_handled,
+    set_custom_failure_formatter,
+)
 from airflow.providers.common.ai.durable._tool_output import decode_tool_output, encode_tool_output
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.journal import DurableRun, JournalStep, current_journal, running_step
+from airflow.providers.common.ai.durable.journal import (
+    DurableJournal,
+    DurableRun,
+    JournalStep,
+    current_journal,
+    running_step,
+)
 
 try:
     from agents import (
@@ -202,10 +215,10 @@ class _DurableModel(Model):
         await self.wrapped.close()
 
     async def _cleanup_on_run_end(self, owner: object) -> None:
-        await self.wrapped._cleanup_on_run_end(owner)
+        await getattr(self.wrapped, CLEANUP_ON_RUN_END)(owner)
 
     def __getattr__(self, name: str) -> Any:
-        # The SDK reads optional private flags of a model (_supports_default_prompt_cache_key).
+        # The SDK reads optional private flags of a model (SUPPORTS_DEFAULT_PROMPT_CACHE_KEY).
         return getattr(self.wrapped, name)
 
 
@@ -330,30 +343,30 @@ class _DurableAgentRun:
         # handling to the copy, and __post_init__ must not run again.
         durable = copy.copy(tool)
         setattr(durable, _JOURNALED, True)
-        if not durable._use_default_failure_error_function and durable._failure_error_function is not None:
-            formatter = durable._failure_error_function
+        if (formatter := custom_failure_formatter(durable)) is not None:
 
             def noting_failure(context: Any, error: Exception) -> Any:
                 if (failures := _handled_failures.get()) is not None:
                     failures.append(error)
                 return formatter(context, error)
 
-            durable._failure_error_function = noting_failure
+            set_custom_failure_formatter(durable, noting_failure)
         invoke = durable.on_invoke_tool
+        declared = declared_output_adapter(tool)
 
         async def on_invoke_tool(context: Any, arguments: str) -> Any:
-            return await self.tool_output(invoke, context, arguments)
+            return await self.tool_output(invoke, declared, context, arguments)
 
         durable.on_invoke_tool = on_invoke_tool
         return durable
 
-    async def tool_output(self, invoke: Any, context: Any, arguments: str) -> Any:
+    async def tool_output(self, invoke: Any, declared: Any, context: Any, arguments: str) -> Any:
         step = self._tool_steps.pop(context.tool_call_id, None)
         if step is None:
             return await invoke(context, arguments)
         if step.replayed:
             try:
-                return decode_tool_output(step.result)
+                return decode_tool_output(step.result, declared)
             except ValueError as error:
                 step.refuse_replay(f"the recorded output no longer loads: {error}")
         failures: list[BaseException] = []
@@ -367,10 +380,10 @@ class _DurableAgentRun:
             raise
         finally:
             _handled_failures.reset(token)
-        if failures or getattr(context, "_function_tool_default_failure_handled", False):
+        if failures or default_failure_was_handled(context):
             step.fail("the SDK passed the tool's exception to the model as text")
         else:
-            step.record(encode_tool_output(output))
+            step.record(encode_tool_output(output, declared))
         return output
 
     def discard_last_answer(self, error: BaseException) -> None:
@@ -383,10 +396,10 @@ class _DurableAgentRun:
 
 
 @contextlib.contextmanager
-def _journaled(agent: Agent, kwargs: dict[str, Any], input: Any) -> Iterator[tuple[Agent, dict[str, Any]]]:
+def _journaled(
+    journal: DurableJournal | None, agent: Agent, kwargs: dict[str, Any], input: Any
+) -> Iterator[tuple[Agent, dict[str, Any]]]:
     """The agent and ``Runner.run`` arguments to run: durable ones inside a task, the user's outside."""
-    _refuse_server_side_conversation(kwargs)
-    journal = current_journal()
     if journal is None:
         yield agent, kwargs
         return
@@ -408,8 +421,8 @@ def _journaled(agent: Agent, kwargs: dict[str, Any], input: Any) -> Iterator[tup
             raise
 
 
-async def _run(agent: Agent, input: Any, kwargs: dict[str, Any]) -> RunResult:
-    with _journaled(agent, kwargs, input) as (agent, kwargs):
+async def _run(journal: DurableJournal | None, agent: Agent, input: Any, kwargs: dict[str, Any]) -> RunResult:
+    with _journaled(journal, agent, kwargs, input) as (agent, kwargs):
         try:
             return await Runner.run(agent, input, **kwargs)
         finally:
@@ -426,7 +439,10 @@ async def run_durably(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
     ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
     ``ValueError``; a run with a ``session`` runs live, unjournaled.
     """
-    return await _run(agent, input, kwargs)
+    _refuse_server_side_conversation(kwargs)
+    # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
+    journal = await asyncio.to_thread(current_journal)
+    return await _run(journal, agent, input, kwargs)
 
 
 def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
@@ -437,6 +453,9 @@ def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
         pass
     else:
         raise RuntimeError("run_durably_sync() cannot run inside an event loop; await run_durably() instead")
+    _refuse_server_side_conversation(kwargs)
+    # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
+    journal = current_journal()
     # The thread's default loop, as Runner.run_sync uses: objects made before the run may be bound to it.
     policy = asyncio.get_event_loop_policy()
     try:
@@ -447,4 +466,4 @@ def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
     if loop.is_closed():
         loop = policy.new_event_loop()
         policy.set_event_loop(loop)
-    return loop.run_until_complete(_run(agent, input, kwargs))
+    return loop.run_until_complete(_run(journal, agent, input, kwargs))
