@@ -69,8 +69,10 @@ def backends(folder: str):
 
 
 def main() -> None:
-    print(f"{'backend':<17}{'N':>6}{'record µs/step':>16}{'replay µs/step':>16}{'written/final':>15}"
-          f"{'store sets':>11}{'delete calls':>13}")
+    print(
+        f"{'backend':<17}{'N':>6}{'record µs/step':>16}{'replay µs/step':>16}{'written/final':>15}"
+        f"{'store sets':>11}{'delete calls':>13}"
+    )
     for n in (10, 100, 1000):
         with tempfile.TemporaryDirectory() as folder:
             for name, inner, accessor in backends(folder):
@@ -88,8 +90,10 @@ def main() -> None:
                 replaying.delete()  # as after the successful try
                 clean_up = f"{len(accessor.calls)}" if accessor else "1"
                 ratio = storage.bytes_written / sum(storage.sizes.values())
-                print(f"{name:<17}{n:>6}{recorded / n * 1e6:>16.1f}{replayed / n * 1e6:>16.1f}{ratio:>15.2f}"
-                      f"{sets if sets is not None else '-':>11}{clean_up:>13}")
+                print(
+                    f"{name:<17}{n:>6}{recorded / n * 1e6:>16.1f}{replayed / n * 1e6:>16.1f}{ratio:>15.2f}"
+                    f"{sets if sets is not None else '-':>11}{clean_up:>13}"
+                )
 
 
 if __name__ == "__main__":

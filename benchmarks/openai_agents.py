@@ -38,8 +38,9 @@ def lookup(i: int) -> str:
 def agent(n: int, *, answers: bool) -> Agent:
     steps = [[function_call("lookup", {"i": i}, call_id=f"call_{i}")] for i in range(n)]
     steps.append([assistant_message("done")])
-    return Agent(name="bench", instructions="Look items up.", model=ScriptedModel(steps if answers else []),
-                 tools=[lookup])
+    return Agent(
+        name="bench", instructions="Look items up.", model=ScriptedModel(steps if answers else []), tools=[lookup]
+    )
 
 
 def cpu_seconds(run) -> float:
@@ -50,8 +51,10 @@ def cpu_seconds(run) -> float:
 
 
 def main() -> None:
-    print(f"{'storage':<8}{'N':>5}{'run_sync s':>12}{'record s':>10}{'replay s':>10}"
-          f"{'record/run':>12}{'replay/run':>12}{'written/final':>15}")
+    print(
+        f"{'storage':<8}{'N':>5}{'run_sync s':>12}{'record s':>10}{'replay s':>10}"
+        f"{'record/run':>12}{'replay/run':>12}{'written/final':>15}"
+    )
     for n in (10, 100, 400):
         with tempfile.TemporaryDirectory() as folder:
             ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
@@ -81,8 +84,10 @@ def main() -> None:
                     ):
                         best[kind] = min(best[kind], cpu_seconds(run))
                 ratio = storage.bytes_written / sum(storage.sizes.values())
-                print(f"{name:<8}{n:>5}{best['plain']:>12.3f}{best['record']:>10.3f}{best['replay']:>10.3f}"
-                      f"{best['record'] / best['plain']:>12.2f}{best['replay'] / best['plain']:>12.2f}{ratio:>15.2f}")
+                print(
+                    f"{name:<8}{n:>5}{best['plain']:>12.3f}{best['record']:>10.3f}{best['replay']:>10.3f}"
+                    f"{best['record'] / best['plain']:>12.2f}{best['replay'] / best['plain']:>12.2f}{ratio:>15.2f}"
+                )
 
 
 if __name__ == "__main__":

@@ -226,9 +226,7 @@ class AirflowServices:
                     if not _is_running(instance.get("pid")):
                         return instance
             time.sleep(0.5)
-        raise TimeoutError(
-            f"{dag_id}.{task_id} of {run_id} did not finish try {try_number} in {timeout} s: {instance}"
-        )
+        raise TimeoutError(f"{dag_id}.{task_id} of {run_id} did not finish try {try_number} in {timeout} s: {instance}")
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
         """The log of one try, as the worker wrote it."""

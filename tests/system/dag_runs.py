@@ -78,9 +78,7 @@ def latest_run_id(dag_id: str) -> str:
     from sqlalchemy import select
 
     with create_session() as session:
-        return session.scalar(
-            select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(1)
-        )
+        return session.scalar(select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(1))
 
 
 def task_states(dag_id: str, run_id: str) -> dict[tuple[str, int], tuple[str, int]]:
@@ -91,9 +89,9 @@ def task_states(dag_id: str, run_id: str) -> dict[tuple[str, int], tuple[str, in
 
     with create_session() as session:
         rows = session.execute(
-            select(
-                TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state, TaskInstance.try_number
-            ).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+            select(TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state, TaskInstance.try_number).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
+            )
         )
         return {(task_id, map_index): (str(state), tries) for task_id, map_index, state, tries in rows}
 
@@ -125,9 +123,9 @@ def journal_entries(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
 
         with create_session() as session:
             rows = session.execute(
-                select(
-                    TaskStateStoreModel.task_id, TaskStateStoreModel.map_index, TaskStateStoreModel.key
-                ).where(TaskStateStoreModel.dag_id == dag_id, TaskStateStoreModel.run_id == run_id)
+                select(TaskStateStoreModel.task_id, TaskStateStoreModel.map_index, TaskStateStoreModel.key).where(
+                    TaskStateStoreModel.dag_id == dag_id, TaskStateStoreModel.run_id == run_id
+                )
             )
             return sorted(f"{task_id}[{map_index}] {key}" for task_id, map_index, key in rows)
     cache = tmp_path / "durable_cache"

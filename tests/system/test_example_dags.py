@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 
-from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-
 from dag_runs import (
     EXAMPLE_DAGS,
     durable_env,
@@ -19,6 +17,8 @@ from dag_runs import (
     task_states,
     xcom_return_value,
 )
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 TRIAGE = {
     "category": "billing",
@@ -68,9 +68,7 @@ def test_the_durable_task_example_replays_both_agents_and_sends_the_reply_once(t
     outbox = tmp_path / "outbox"
     script = [
         reply.text("Parcel marked delivered on Monday never arrived."),
-        reply.tool_calls(
-            ("send_reply", {"ticket_id": "T-311", "text": "Sorry! We opened a trace."}, "call_send")
-        ),
+        reply.tool_calls(("send_reply", {"ticket_id": "T-311", "text": "Sorry! We opened a trace."}, "call_send")),
         reply.text("Sent an apology and opened a trace."),
     ]
     with FakeOpenAIServer(script, fail_requests={3}) as server:

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
 DAGS = Path(__file__).parent / "dags"
@@ -37,10 +36,9 @@ def assert_no_journal_left(dag_id: str, cache: Path, *, task_keys: list[str]) ->
 
 
 def task_state_store_keys(dag_id: str) -> list[str]:
-    from sqlalchemy import select
-
     from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         return list(session.scalars(select(TaskStateStoreModel.key).where(TaskStateStoreModel.dag_id == dag_id)))

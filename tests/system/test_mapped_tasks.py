@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-
 from dag_runs import TEST_DAGS, durable_env, journal_entries, latest_run_id, run_dag_file, task_states
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 PROMPTS = {0: "Ticket A: please refund my order", 1: "Ticket B: I cannot log in"}
 

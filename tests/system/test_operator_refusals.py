@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from dag_runs import TEST_DAGS, latest_run_id, openai_connection, run_dag_file, task_states
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
-
-from dag_runs import TEST_DAGS, latest_run_id, openai_connection, run_dag_file, task_states
 
 
 @pytest.mark.skipif(AIRFLOW_V_3_3_PLUS, reason="Airflow 3.3+ keeps the journal in the task state store")
@@ -26,7 +25,6 @@ def test_without_durable_cache_path_before_airflow_3_3_the_task_fails_naming_the
     assert task_states("durable_cleared", latest_run_id("durable_cleared")) == {("triage", -1): ("failed", 1)}
     assert (
         "Durable execution needs [common.ai] durable_cache_path on Airflow before 3.3: set it to an ObjectStorage "
-        "URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=file:///tmp/airflow_durable_cache"
-        in run.output
+        "URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=file:///tmp/airflow_durable_cache" in run.output
     )
     assert server.requests == []

@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-
 from airflow_services import AirflowServices
 from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +45,11 @@ def wait_for_file(path: Path, airflow: AirflowServices, timeout: float = 180) ->
     deadline = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"{path} did not appear in {timeout} s:\n{airflow.service_log('scheduler')[-4000:]}"
-            )
+            raise TimeoutError(f"{path} did not appear in {timeout} s:\n{airflow.service_log('scheduler')[-4000:]}")
         time.sleep(0.2)
 
 
-def test_a_worker_killed_in_a_tool_call_reruns_only_that_call_once_with_the_same_idempotency_key(
-    airflow, server, out
-):
+def test_a_worker_killed_in_a_tool_call_reruns_only_that_call_once_with_the_same_idempotency_key(airflow, server, out):
     server.add(
         reply.tool_calls(("lookup_ticket", {"ticket_id": "T-9"}, "call_lookup")),
         reply.tool_calls(("send_reply", {"ticket_id": "T-9", "text": "We are on it."}, "call_send")),
@@ -69,9 +64,7 @@ def test_a_worker_killed_in_a_tool_call_reruns_only_that_call_once_with_the_same
     os.kill(json.loads((out / "in_send_reply.json").read_text())["pid"], signal.SIGKILL)
 
     instance = airflow.wait_for_task("durable_tool_killed", run_id, "answer_ticket", try_number=2)
-    assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.service_log("scheduler")[
-        -4000:
-    ]
+    assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.service_log("scheduler")[-4000:]
 
     # Model requests: two on try 1; try 2 replays both and asks only for the final answer.
     assert [r.status for r in requests_of_try_1] == [200, 200]
@@ -113,9 +106,7 @@ def test_clearing_a_task_that_failed_for_good_replays_its_journal(airflow, serve
     assert (instance["state"], instance["try_number"]) == ("success", 2)
 
     assert [r.status for r in server.requests[first_request:]] == [200, 500, 200]
-    assert [call["try"] for call in lines(out / "cleared_tool_calls.jsonl") if call["run_id"] == run_id] == [
-        1
-    ]
+    assert [call["try"] for call in lines(out / "cleared_tool_calls.jsonl") if call["run_id"] == run_id] == [1]
     try_2 = airflow.task_log("durable_cleared", run_id, "triage", 2)
     assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0" in try_2
     assert xcom_return_value("durable_cleared", run_id, "triage") == "Billing, urgent."

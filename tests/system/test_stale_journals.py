@@ -13,11 +13,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from dag_runs import ROOT, TEST_DAGS, durable_env, journal_entries, latest_run_id, run_dag_file, task_states
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
-
-from dag_runs import ROOT, TEST_DAGS, durable_env, journal_entries, latest_run_id, run_dag_file, task_states
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 

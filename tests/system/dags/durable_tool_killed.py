@@ -30,9 +30,7 @@ def _out() -> Path:
 
 def _note(name: str, **fields) -> None:
     with (_out() / "tool_calls.jsonl").open("a") as calls:
-        calls.write(
-            json.dumps({"tool": name, "try": get_current_context()["ti"].try_number, **fields}) + "\n"
-        )
+        calls.write(json.dumps({"tool": name, "try": get_current_context()["ti"].try_number, **fields}) + "\n")
 
 
 @function_tool

@@ -51,4 +51,3 @@ def make_storage(kind: str, tmp_path: Any, accessor: FakeTaskStateStore | None =
     if kind == "task-state-store":
         return TaskStateStoreStorage(accessor or FakeTaskStateStore(), identity="dag/run/agent/-1")
     raise ValueError(kind)
-

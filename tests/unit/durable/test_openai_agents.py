@@ -37,6 +37,7 @@ from airflow.providers.common.ai.durable.openai_agents import (
 )
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
+
 class WorkerDied(BaseException):
     """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
 
@@ -262,9 +263,7 @@ def test_an_answer_that_tripped_an_output_guardrail_is_asked_again_on_retry():
         return GuardrailFunctionOutput(output_info=None, tripwire_triggered="rain" in output)
 
     first = model([call("weather", "c1", city="Paris")], [assistant_message("rain")])
-    task.failing_attempt(
-        weather_agent(tools, first, output_guardrails=[no_rain]), OutputGuardrailTripwireTriggered
-    )
+    task.failing_attempt(weather_agent(tools, first, output_guardrails=[no_rain]), OutputGuardrailTripwireTriggered)
     second = model([assistant_message("sun")])
     assert task.attempt(weather_agent(tools, second, output_guardrails=[no_rain])).final_output == "sun"
     assert (len(second.calls), tools.runs["weather"]) == (1, 1)
@@ -318,7 +317,9 @@ def test_models_of_handoff_agents_named_models_and_run_config_models_are_journal
         run_config=RunConfig(model_provider=Provider(model([call("weather", "c1", city="Rome")], RuntimeError()))),
     )
     by_name = model([assistant_message("ok")])
-    named.attempt(Agent(name="a", model="gpt-test", tools=[tools.weather]), run_config=RunConfig(model_provider=Provider(by_name)))
+    named.attempt(
+        Agent(name="a", model="gpt-test", tools=[tools.weather]), run_config=RunConfig(model_provider=Provider(by_name))
+    )
     assert len(by_name.calls) == 1
 
     in_config = Task()
@@ -338,7 +339,9 @@ def test_the_tools_of_an_agent_reached_through_handoff_run_live():
         return Agent(name="specialist", model=scripted, tools=[tools.weather])
 
     first = model([call("weather", "c2", city="Oslo")], RuntimeError())
-    triage = Agent(name="triage", model=model([call("transfer_to_specialist", "h1")]), handoffs=[handoff(specialist(first))])
+    triage = Agent(
+        name="triage", model=model([call("transfer_to_specialist", "h1")]), handoffs=[handoff(specialist(first))]
+    )
     task.failing_attempt(triage)
     again = model([call("weather", "c2", city="Oslo")], [assistant_message("ok")])
     triage = Agent(name="triage", model=model(), handoffs=[handoff(specialist(again))])
@@ -373,7 +376,11 @@ def test_an_agent_used_as_a_tool_is_one_call_that_replays_whole():
 
     inner = model([call("weather", "i1", city="Paris")], [assistant_message("Paris is sunny")])
     task.failing_attempt(
-        Agent(name="writer", model=model([call("research", "c1", input="Paris")], RuntimeError()), tools=[researcher(inner)])
+        Agent(
+            name="writer",
+            model=model([call("research", "c1", input="Paris")], RuntimeError()),
+            tools=[researcher(inner)],
+        )
     )
     assert len(inner.calls) == 2
 

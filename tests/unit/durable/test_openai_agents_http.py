@@ -7,11 +7,11 @@ from collections import Counter
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, function_tool
 from openai import AsyncOpenAI, InternalServerError
-from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 
 @pytest.mark.parametrize("model_class", [OpenAIChatCompletionsModel, OpenAIResponsesModel])

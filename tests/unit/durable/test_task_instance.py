@@ -4,9 +4,9 @@ import logging
 from types import SimpleNamespace
 
 import pytest
+from airflow.exceptions import AirflowConfigException
 from durable_backends import FakeTaskStateStore
 
-from airflow.exceptions import AirflowConfigException
 from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
 from airflow.providers.common.ai.durable.task_instance import storage_for_task
 from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage

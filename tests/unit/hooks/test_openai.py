@@ -68,15 +68,11 @@ def test_without_a_key_in_the_connection_the_workers_openai_api_key_is_used(conn
 
 def test_workload_identity_is_refused_naming_the_fix(connection):
     hook = connection(password="sk-abcdef", extra={"auth_type": "workload_identity"})
-    with pytest.raises(
-        ValueError, match="has auth_type 'workload_identity', but agents authenticate with an API key"
-    ):
+    with pytest.raises(ValueError, match="has auth_type 'workload_identity', but agents authenticate with an API key"):
         hook.get_client_kwargs()
 
 
-@pytest.mark.parametrize(
-    ("use_responses", "expected"), [(None, True), (False, False), ("false", False), (True, True)]
-)
+@pytest.mark.parametrize(("use_responses", "expected"), [(None, True), (False, False), ("false", False), (True, True)])
 def test_use_responses_in_extra_picks_the_api_of_models_given_by_name(connection, use_responses, expected):
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
 

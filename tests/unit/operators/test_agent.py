@@ -76,9 +76,7 @@ def test_an_impossible_argument_is_refused_when_the_dag_is_parsed(arguments, err
 def test_a_connection_and_a_run_config_with_its_own_model_provider_are_refused_together():
     from agents import OpenAIProvider
 
-    with pytest.raises(
-        ValueError, match="give either openai_conn_id or a run_config with its own model_provider"
-    ):
+    with pytest.raises(ValueError, match="give either openai_conn_id or a run_config with its own model_provider"):
         AgentOperator(
             task_id="t",
             prompt="p",
@@ -139,9 +137,7 @@ def test_a_template_that_renders_an_empty_prompt_fails_the_task_before_any_model
 
 def test_the_prompt_is_templated_and_the_final_text_is_the_return_value():
     model = ScriptedModel([[assistant_message("Ticket 7 is about billing.")]])
-    op = AgentOperator(
-        task_id="t", prompt="Summarize ticket {{ params.ticket }}.", agent=Agent(name="a", model=model)
-    )
+    op = AgentOperator(task_id="t", prompt="Summarize ticket {{ params.ticket }}.", agent=Agent(name="a", model=model))
     op.render_template_fields({"params": {"ticket": 7}})
 
     assert run_try(op) == "Ticket 7 is about billing."
@@ -191,10 +187,9 @@ def test_each_try_logs_how_many_requests_reached_the_model_and_their_tokens():
     op = AgentOperator(task_id="t", prompt="p", agent=Agent(name="writer", model=model))
     with structlog.testing.capture_logs() as logs:
         run_try(op)
-    assert (
-        "Agent 'writer' answered: 1 model requests reached the model in this try, 10 tokens (7 input, 3 output)"
-        in [entry["event"] for entry in logs]
-    )
+    assert "Agent 'writer' answered: 1 model requests reached the model in this try, 10 tokens (7 input, 3 output)" in [
+        entry["event"] for entry in logs
+    ]
 
 
 # durable=True: a retry replays what the failed try completed.
@@ -243,9 +238,7 @@ def test_without_durable_a_retry_runs_everything_again_and_nothing_is_journaled(
         ]
     )
     storage = InMemoryStorage()
-    op = AgentOperator(
-        task_id="t", prompt="Weather?", agent=Agent(name="a", model=model, tools=[tool.tool]), retries=1
-    )
+    op = AgentOperator(task_id="t", prompt="Weather?", agent=Agent(name="a", model=model, tools=[tool.tool]), retries=1)
 
     with pytest.raises(ConnectionError):
         run_try(op, storage)
@@ -325,9 +318,7 @@ def openai_connection(monkeypatch):
     return define
 
 
-def test_a_model_given_by_name_is_served_by_the_connections_endpoint_with_its_key(
-    openai_connection, monkeypatch
-):
+def test_a_model_given_by_name_is_served_by_the_connections_endpoint_with_its_key(openai_connection, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeOpenAIServer([reply.text("Hello from the endpoint.")]) as server:
         openai_connection(server)

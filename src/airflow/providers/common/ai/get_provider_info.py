@@ -29,9 +29,7 @@ def get_provider_info():
                 "python-modules": ["airflow.providers.common.ai.operators.agent"],
             }
         ],
-        "task-decorators": [
-            {"class-name": "airflow.providers.common.ai.decorators.agent.agent_task", "name": "agent"}
-        ],
+        "task-decorators": [{"class-name": "airflow.providers.common.ai.decorators.agent.agent_task", "name": "agent"}],
         "hooks": [
             {
                 "integration-name": "Common AI",

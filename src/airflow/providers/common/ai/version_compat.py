@@ -29,8 +29,8 @@ else:
     NEVER_EXPIRE = timedelta.max
 
 __all__ = [
-    "NEVER_EXPIRE",
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_3_PLUS",
+    "NEVER_EXPIRE",
     "get_base_airflow_version_tuple",
 ]

@@ -24,7 +24,7 @@ class UnrenderableValueError(TypeError):
 def _canonical(value: Any) -> Any:
     # Called by json.dumps for anything it cannot render itself; what it returns is rendered again.
     if isinstance(value, (set, frozenset)):
-        return sorted((canonical_json(item) for item in value))
+        return sorted(canonical_json(item) for item in value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):

@@ -252,8 +252,7 @@ class DurableRun:
         elif entry.get("state") == _IN_FLIGHT:
             step.interrupted = True
             log.warning(
-                "Durable: a call an earlier try started and never finished runs again "
-                "step=%s idempotency_key=%s",
+                "Durable: a call an earlier try started and never finished runs again step=%s idempotency_key=%s",
                 step.describe(),
                 step.idempotency_key,
             )

@@ -81,8 +81,15 @@ _ANSWER_FAILURES = (
 
 # ModelSettings fields that change how a request travels, not what the model answers.
 _TRANSPORT_SETTINGS = frozenset(
-    {"timeout", "retry", "extra_headers", "extra_query", "preserve_raw_usage", "prompt_cache_retention",
-     "prompt_cache_options"}
+    {
+        "timeout",
+        "retry",
+        "extra_headers",
+        "extra_query",
+        "preserve_raw_usage",
+        "prompt_cache_retention",
+        "prompt_cache_options",
+    }
 )
 _RESPONSES = TypeAdapter(ModelResponse)
 _JOURNALED = "_airflow_durable_journaled"

@@ -64,9 +64,7 @@ class OpenAIAgentsHook(BaseHook):
             )
         client_kwargs = dict(extra.get("openai_client_kwargs") or {})
         client_kwargs["api_key"] = client_kwargs.get("api_key") or conn.password or None
-        client_kwargs["base_url"] = (
-            client_kwargs.get("base_url") or extra.get("base_url") or conn.host or None
-        )
+        client_kwargs["base_url"] = client_kwargs.get("base_url") or extra.get("base_url") or conn.host or None
         if not client_kwargs["api_key"] and not os.environ.get("OPENAI_API_KEY"):
             raise ValueError(
                 f"Connection {self.openai_conn_id!r} has no API key: put it in the connection's "

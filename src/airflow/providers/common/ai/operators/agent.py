@@ -164,9 +164,7 @@ def _check_prompt(prompt: Any, task_id: str, *, when_rendered: bool) -> None:
         return
     if isinstance(prompt, list):
         if not prompt:
-            raise ValueError(
-                f"AgentOperator {task_id!r}: prompt is an empty list; give at least one input item"
-            )
+            raise ValueError(f"AgentOperator {task_id!r}: prompt is an empty list; give at least one input item")
         return
     if not when_rendered and _is_resolved_at_run_time(prompt):
         return

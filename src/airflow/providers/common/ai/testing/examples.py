@@ -43,9 +43,7 @@ def openai_connection_for_example(
         return
     api_key = os.environ.get("OPENAI_API_KEY")
     if api_key:
-        print(
-            f"Example: the models are served by api.openai.com with OPENAI_API_KEY, as connection {conn_id!r}."
-        )
+        print(f"Example: the models are served by api.openai.com with OPENAI_API_KEY, as connection {conn_id!r}.")
         with _environ(variable, json.dumps({"conn_type": "openai", "password": api_key})):
             yield None
         return

@@ -66,7 +66,7 @@ class Reply:
     output_tokens: int = 5
 
 
-class reply:  # noqa: N801 - reads as a namespace in scripts: reply.text(...), reply.tool_calls(...)
+class reply:
     """Builders for script entries."""
 
     @staticmethod
@@ -155,9 +155,7 @@ class FakeOpenAIServer:
 
     def start(self) -> FakeOpenAIServer:
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever, name="FakeOpenAIServer", daemon=True
-            )
+            self._thread = threading.Thread(target=self._httpd.serve_forever, name="FakeOpenAIServer", daemon=True)
             self._thread.start()
         return self
 
@@ -209,9 +207,7 @@ def _handler_for(script: _Script) -> type[BaseHTTPRequestHandler]:
             if not isinstance(body, dict):
                 return 400, _error(f"FakeOpenAIServer: {where}: body is not a JSON object")
             if body.get("stream"):
-                return 400, _error(
-                    f'FakeOpenAIServer: {where}: streaming is not supported, send "stream": false'
-                )
+                return 400, _error(f'FakeOpenAIServer: {where}: streaming is not supported, send "stream": false')
             if number in script.fail_requests or script.fail_next > 0:
                 if number not in script.fail_requests:
                     script.fail_next -= 1
@@ -219,8 +215,7 @@ def _handler_for(script: _Script) -> type[BaseHTTPRequestHandler]:
             if not script.replies:
                 answered = sum(1 for r in script.requests if r.status == 200)
                 return 500, _error(
-                    f"FakeOpenAIServer: {where} has no scripted reply: "
-                    f"all {answered} replies of the script were used",
+                    f"FakeOpenAIServer: {where} has no scripted reply: all {answered} replies of the script were used",
                     "server_error",
                 )
             scripted = script.replies.pop(0)
