@@ -26,8 +26,9 @@ def test_a_fingerprint_does_not_depend_on_dict_order():
     assert fingerprint(reordered) == fingerprint(REQUEST)
 
 
-def test_a_fingerprint_is_the_same_in_every_process_whatever_the_hash_seed():
-    # The module alone, by its file: importing airflow in each process would take seconds.
+def test_a_fingerprint_is_the_same_in_every_process_whatever_the_hash_seed(monkeypatch):
+    # The module alone, by its file; the key comes from Airflow's configuration, as in each worker.
+    fernet_key = "2Qx1Tj2qMmbnT0Xy0rX3V7n9N2y0aHc8qGkS1Xz1b9Q="
     code = (
         "import importlib.util as u, sys;"
         f"spec = u.spec_from_file_location('fingerprint', {fingerprint_module.__file__!r});"
@@ -37,15 +38,22 @@ def test_a_fingerprint_is_the_same_in_every_process_whatever_the_hash_seed():
     digests = {
         subprocess.run(
             [sys.executable, "-c", code],
-            env={**os.environ, "PYTHONHASHSEED": seed},
+            env={**os.environ, "PYTHONHASHSEED": seed, "AIRFLOW__CORE__FERNET_KEY": fernet_key},
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.strip()
+        )
+        .stdout.strip()
+        .splitlines()[-1]  # Airflow may log its configuration first
         for seed in ("1", "2", "3")
     }
-    assert len(digests) == 1
-    assert digests == {fingerprint({"tools": {"sql", "calendar", "mail", "search", "weather"}, "n": [1, 2]})}
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", fernet_key)
+    fingerprint_module.fingerprint_key.cache_clear()
+    try:
+        expected = fingerprint({"tools": {"sql", "calendar", "mail", "search", "weather"}, "n": [1, 2]})
+    finally:
+        fingerprint_module.fingerprint_key.cache_clear()
+    assert digests == {expected}
 
 
 def test_any_change_in_what_is_asked_changes_the_fingerprint():

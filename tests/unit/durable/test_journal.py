@@ -68,7 +68,9 @@ def test_the_first_call_that_differs_runs_live_with_every_call_after_it_and_repl
     with caplog.at_level(logging.WARNING):
         three_calls(changed, DurableJournal(storage), prompt="bonjour")
     assert changed.live_calls == {"gpt": 2, "weather": 1}
-    assert "run diverged" in caplog.text and "model 'gpt' at 1.1" in caplog.text
+    # The run matches no recorded run by its first call: it takes a new number, and says why.
+    assert "run diverged" in caplog.text and "model 'gpt' at 2.1" in caplog.text
+    assert "no recorded run starts with this call" in caplog.text
 
     again = Agentish()
     three_calls(again, DurableJournal(storage), prompt="bonjour")
@@ -316,7 +318,10 @@ def test_delete_removes_entries_of_every_try_nested_and_stale_ones_included():
             three_calls(Agentish(), journal)
         # not recorded: the nested run must be found by probing under an unfinished step
     three_calls(Agentish(), journal, prompt="second run")
-    assert len(storage.entries) == 9  # 1.1-1.3 (1.3 stale), 1.2.1.1-1.2.1.3, 2.1-2.3
+    # try 1: 1.1-1.3; try 2: 2.1-2.2, 2.2.1.1-2.2.1.3 under the unfinished 2.2, 3.1-3.3; the index "0"
+    assert sorted(storage.entries) == sorted(
+        ["0", "1.1", "1.2", "1.3", "2.1", "2.2", "2.2.1.1", "2.2.1.2", "2.2.1.3", "3.1", "3.2", "3.3"]
+    )
 
     journal.delete()
     assert storage.entries == {}

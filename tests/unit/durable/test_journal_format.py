@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
 
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
@@ -25,24 +25,16 @@ def golden_storage() -> InMemoryStorage:
     return storage
 
 
-def test_a_journal_written_in_format_1_still_replays_every_step():
+def test_a_journal_written_in_format_1_is_set_aside_with_a_log_line_and_runs_live(caplog):
+    # Format 2 changed what a fingerprint is (keyed) and what a run's number means (its first call).
     journal = DurableJournal(golden_storage())
-    with journal.run() as run:
+    with caplog.at_level(logging.WARNING), journal.run() as run:
         steps = [run.claim(kind, name, fingerprint(request)) for kind, name, request in CALLS]
-    assert [step.replayed for step in steps] == [True, True, True]
-    assert steps[1].result == {"temperature_c": 11, "sky": "cloudy"}
-    assert journal.stats.tokens_saved == 42 + 57
+    assert [step.replayed for step in steps] == [False, False, False]
+    assert "has format 1 (an earlier release wrote it), this release reads 2" in caplog.text
 
 
-def test_entries_are_still_written_with_the_fields_of_format_1():
-    storage = InMemoryStorage()
-    with DurableJournal(storage).run() as run:
-        for kind, name, request in CALLS:
-            run.claim(kind, name, fingerprint(request)).record("x")
-    for key, text in storage.entries.items():
-        golden = json.loads((GOLDEN / f"{key}.json").read_text())
-        written = json.loads(text)
-        assert written.keys() == golden.keys()
-        assert {k: written[k] for k in ("format", "kind", "name", "fingerprint", "follows", "state")} == {
-            k: golden[k] for k in ("format", "kind", "name", "fingerprint", "follows", "state")
-        }
+def test_a_journal_written_in_format_1_is_deleted_with_the_rest():
+    storage = golden_storage()
+    DurableJournal(storage).delete()
+    assert storage.entries == {}

@@ -73,7 +73,7 @@ def test_the_task_state_store_keeps_entries_under_a_reserved_prefix_that_never_e
     assert "clear" not in accessor.calls
 
 
-def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_of_a_tool():
+def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_of_a_tool_and_a_new_runs_start():
     accessor = FakeTaskStateStore()
     storage = make_storage("task-state-store", None, accessor)
     with DurableJournal(storage).run() as run:
@@ -82,7 +82,8 @@ def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_o
         with step.running(mark_in_flight=True):
             pass
         step.record("done")
-    assert accessor.calls.count("set") == 3
+    # 1.1 start mark (holds the run's number) and result, 1.2 in-flight mark and result
+    assert accessor.calls.count("set") == 4
 
 
 def test_the_cache_path_writes_one_object_per_step_and_never_rewrites_earlier_ones(tmp_path):
@@ -177,5 +178,5 @@ def test_clean_up_after_a_try_deletes_each_entry_once_and_reads_only_where_an_ol
 
     journal.finish(succeeded=True)
     assert accessor.rows == {}
-    # ten deletes; one read past the run's last step and one past the last run
-    assert sorted(accessor.calls) == ["delete"] * 10 + ["get"] * 2
+    # ten deletes; a read of the index, one past the run's last step and one past the last run
+    assert sorted(accessor.calls) == ["delete"] * 10 + ["get"] * 3

@@ -1,4 +1,13 @@
-"""Fingerprints of what a journaled call asked: SHA-256 over one canonical JSON rendering."""
+"""
+Fingerprints of what a journaled call asked: a keyed hash (HMAC-SHA256) of one canonical JSON
+rendering.
+
+A plain hash of a request can be brute-forced offline when the request held a short secret (a
+PIN): the key, derived from Airflow's ``[core] fernet_key``, is never stored with the journal and
+is the same on every worker that shares Airflow's configuration. Without a Fernet key the hash is
+plain SHA-256, with a warning. A fingerprint names its key (``hmac-sha256:<key id>:<digest>``),
+so a journal recorded under another key is told apart from a changed request.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,9 @@ import base64
 import dataclasses
 import datetime
 import enum
+import functools
 import hashlib
+import hmac
 import json
 import logging
 import uuid
@@ -61,9 +72,31 @@ def canonical_json(value: Any) -> str:
         raise UnrenderableValueError(str(error)) from error
 
 
+_KEY_DERIVATION = b"airflow.providers.common.ai durable fingerprint key\0"
+
+
+@functools.cache
+def fingerprint_key() -> tuple[bytes, str] | None:
+    """
+    The key fingerprints are hashed with and its public id, derived from the first (the current)
+    key of ``[core] fernet_key``; ``None``, with a warning, when Airflow has no Fernet key.
+    """
+    from airflow.configuration import conf
+
+    fernet_key = (conf.get("core", "fernet_key", fallback="") or "").split(",")[0].strip()
+    if not fernet_key:
+        log.warning(
+            "Durable: [core] fernet_key is not set, so fingerprints are plain SHA-256 and a short secret "
+            "in a request could be guessed from the journal; set a Fernet key on every Airflow component"
+        )
+        return None
+    key = hashlib.sha256(_KEY_DERIVATION + fernet_key.encode()).digest()
+    return key, hmac.new(key, b"key id", hashlib.sha256).hexdigest()[:8]
+
+
 def fingerprint(value: Any, *, what: str = "a call") -> str | None:
     """
-    Return the SHA-256 hex digest of ``value``'s canonical JSON, or ``None`` with a warning.
+    Return the keyed digest of ``value``'s canonical JSON, or ``None`` with a warning.
 
     A call without a fingerprint cannot be matched against a recorded one, so it runs live; it
     never fails the task.
@@ -73,4 +106,24 @@ def fingerprint(value: Any, *, what: str = "a call") -> str | None:
     except UnrenderableValueError as error:
         log.warning("Durable: cannot fingerprint %s, so it runs live: %s", what, error)
         return None
-    return hashlib.sha256(rendered.encode()).hexdigest()
+    # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.
+    data = rendered.encode("utf-8", "surrogatepass")
+    key = fingerprint_key()
+    if key is None:
+        return f"sha256:{hashlib.sha256(data).hexdigest()}"
+    secret, key_id = key
+    return f"hmac-sha256:{key_id}:{hmac.new(secret, data, hashlib.sha256).hexdigest()}"
+
+
+def _key_of(fingerprint: Any) -> str | None:
+    return fingerprint.rpartition(":")[0] if isinstance(fingerprint, str) else None
+
+
+def why_fingerprints_differ(recorded: Any, current: str) -> str:
+    """Why a recorded fingerprint is not ``current``: another key, or another request."""
+    if _key_of(recorded) != _key_of(current):
+        return (
+            f"it was fingerprinted with another key ({_key_of(recorded)!r}, this worker uses "
+            f"{_key_of(current)!r}): [core] fernet_key must be the same on every worker"
+        )
+    return "it asks something other than the recorded call"

@@ -19,42 +19,106 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
+from urllib.parse import unquote, unquote_plus
 
+from airflow.providers.common.ai.durable.fingerprint import why_fingerprints_differ
 from airflow.providers.common.ai.durable.storage import JournalStorage
 
 log = logging.getLogger(__name__)
 
 #: The format version every entry carries. A change to the entry's fields is a new version.
-FORMAT_VERSION = 1
-_READABLE_FORMATS = frozenset({1})
+FORMAT_VERSION = 2
+_READABLE_FORMATS = frozenset({2})
 
-_DONE, _IN_FLIGHT, _DISCARDED = "done", "in_flight", "discarded"
+# The states of an entry: only a done one replays. A started entry holds a new run's number; an
+# in-flight one marks a call that an idempotency key guards; a masked one held a secret.
+_DONE, _IN_FLIGHT, _STARTED, _FAILED, _DISCARDED, _MASKED = (
+    "done",
+    "in_flight",
+    "started",
+    "failed",
+    "discarded",
+    "masked",
+)
+#: The entry naming every step that runs were started under, for clean-up (no run is numbered 0).
+_INDEX_KEY = "0"
 
 _scoped_journal: ContextVar[DurableJournal | None] = ContextVar("durable_scoped_journal", default=None)
 _running_step: ContextVar[JournalStep | None] = ContextVar("durable_running_step", default=None)
 
 
-def _masked(value: Any) -> Any:
-    """``value`` with every secret Airflow's masker knows replaced, walked string by string."""
+_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt])")
+
+
+def _json_unescaped(text: str) -> str:
+    return _JSON_ESCAPE.sub(lambda match: json.loads(f'"{match.group()}"'), text)
+
+
+def _decoded_forms(text: str) -> Iterator[str]:
+    """``text`` read as JSON-escaped and as URL-encoded: forms a secret may hide in."""
+    if "\\" in text:
+        yield _json_unescaped(text)
+    if "%" in text or "+" in text:
+        yield unquote(text)
+        yield unquote_plus(text)
+
+
+def _masked_text(text: str) -> str:
+    """``text`` with every secret the masker knows replaced, also where it sits escaped or encoded."""
+    for _ in range(4):  # a secret escaped in JSON inside a URL, and the like
+        text = _redact(text)
+        for decoded in _decoded_forms(text):
+            if _redact(decoded) != decoded:
+                # The secret only shows once decoded: store the decoded form, masked.
+                text = decoded
+                break
+        else:
+            return text
+    return _redact(text)
+
+
+def _masked(value: Any) -> tuple[Any, bool]:
+    """``value`` with every secret Airflow's masker knows replaced, and whether there was one."""
     # Not redact(value) on the whole structure: it also hides every value under a key that looks
-    # sensitive, and a recorded answer's "input_tokens" would come back as "***".
-    if isinstance(value, str):
-        return _redact(value)
-    if isinstance(value, dict):
-        return {key: _masked(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_masked(item) for item in value]
-    return value
+    # sensitive, and a recorded answer's "input_tokens" would come back as "***". A loop, not
+    # recursion: a value nested deeper than Python's recursion limit is masked too.
+    changed = False
+
+    def masked(item: Any) -> Any:
+        nonlocal changed
+        if isinstance(item, str):
+            text = _masked_text(item)
+            changed = changed or text != item
+            return text
+        return item
+
+    root: list[Any] = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    while pending:
+        container, index = pending.pop()
+        item = container[index]
+        if isinstance(item, dict):
+            copied = {masked(key): child for key, child in item.items()}
+            container[index] = copied
+            pending.extend((copied, key) for key in copied)
+        elif isinstance(item, (list, tuple)):
+            container[index] = list(item)
+            pending.extend((container[index], position) for position in range(len(item)))
+        else:
+            container[index] = masked(item)
+    return root[0], changed
 
 
 def _redact(text: str) -> str:
-    from airflow.sdk._shared.secrets_masker import redact
+    from airflow.providers.common.compat.sdk import redact
 
     return redact(text)
 
@@ -113,10 +177,8 @@ class JournalStep:
         # Whether runs started inside this step may replay their own entries: not once the run
         # has diverged, since what was recorded under a different call is stale.
         self.reads_nested_runs = run.reads
-        self._nested_runs = 0
-        # What the journal held at this position before this try: None when it was not looked up.
-        self._found_entry: bool | None = None
-        self._recorded_runs = 0
+        # Whether this try wrote a mark (in flight, started) that a result or a failure must replace.
+        self._marked = False
         self._finished = False
 
     @property
@@ -138,7 +200,7 @@ class JournalStep:
         the block marks the step failed.
         """
         if mark_in_flight:
-            self.run.journal._write(self, self._entry(_IN_FLIGHT), what="in-flight mark")
+            self._mark(_IN_FLIGHT, "in-flight mark")
         token = _running_step.set(self)
         try:
             yield self
@@ -150,14 +212,26 @@ class JournalStep:
 
     def record(self, result: Any, *, meta: dict[str, Any] | None = None) -> bool:
         """
-        Record the result of this live step, masked; return whether it was recorded.
+        Record the result of this live step, masked; return whether a next try can replay it.
 
-        A result that is not JSON, or a write the store refuses, is logged and counted as not
-        recorded: the step runs again on the next try and nothing recorded before is touched.
+        A result that is not JSON, or a write the store refuses, is logged and named in the
+        summary: the step runs again on the next try and nothing recorded before is touched. A
+        result that held a secret is stored masked and runs live again: a replay must never hand
+        on ``***`` in place of the secret.
         """
         self._finish()
-        entry = self._entry(_DONE, result=_masked(result), meta=meta or {}, runs=self._nested_runs)
-        return self.run.journal._write(self, entry, what="result")
+        masked, held_a_secret = _masked(result)
+        state = _MASKED if held_a_secret else _DONE
+        written = self.run.journal._write(self, self._entry(state, result=masked, meta=meta or {}), what="result")
+        if written and held_a_secret:
+            self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
+        return written and not held_a_secret
+
+    def not_recordable(self, reason: str) -> None:
+        """This live step completed, but its result cannot be recorded: it runs again next try."""
+        self._finish()
+        self.run.journal._not_recorded(self, "result", reason)
+        self._mark(_FAILED, "failure mark")
 
     def fail(self, reason: str = "it failed") -> None:
         """Mark this live step failed: it is not recorded and runs again on the next try."""
@@ -165,6 +239,7 @@ class JournalStep:
             return
         self._finish()
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
+        self._mark(_FAILED, "failure mark")
 
     def refuse_replay(self, reason: str) -> None:
         """
@@ -187,6 +262,12 @@ class JournalStep:
         log.info("Durable: the next try runs this call live again step=%s reason=%r", self.describe(), reason)
         self.run.journal._write(self, self._entry(_DISCARDED), what="discard mark")
 
+    def _mark(self, state: str, what: str) -> None:
+        # A failure only replaces a mark this try wrote: with none, the next try runs it live anyway.
+        if state == _FAILED and not self._marked:
+            return
+        self._marked = self.run.journal._write(self, self._entry(state), what=what) or self._marked
+
     def _finish(self) -> None:
         self._finished = True
         self.run.journal.stats.ran_live[self.kind] += 1
@@ -204,14 +285,24 @@ class JournalStep:
 
 
 class DurableRun:
-    """One agent run in a journal: hands out its steps at positions 1, 2, ... in claim order."""
+    """
+    One agent run in a journal: hands out its steps at positions 1, 2, ... in claim order.
 
-    def __init__(self, journal: DurableJournal, path: str, *, follows: str, reads: bool) -> None:
+    Its number is taken at its first claim, by what that first call asks: a run matches the
+    recorded run whose first call asks the same (and carries the same ``key``), whatever order
+    runs started in; among equal ones, the order of their first calls decides.
+    """
+
+    def __init__(self, journal: DurableJournal, parent: JournalStep | None, *, key: str | None) -> None:
         self.journal = journal
-        self.path = path
-        self.follows = follows
+        self.parent = parent
+        self.key = key
+        #: ``<number>`` or ``<parent step key>.<number>``; set at the first claim.
+        self.path = ""
+        base = parent.digest if parent is not None else ""
+        self.follows = base if key is None else hashlib.sha256(f"{base}\0durable_key\0{key}".encode()).hexdigest()
         #: Whether claims still look for recorded entries; off once the run has diverged.
-        self.reads = reads
+        self.reads = parent.reads_nested_runs if parent is not None else True
         self._positions = count(1)
         #: The steps claimed in this try, in position order.
         self.steps: list[JournalStep] = []
@@ -224,47 +315,67 @@ class DurableRun:
         Claims are numbered in the order they are made; a caller running calls concurrently
         claims them first, in the order it wants them to keep on every try.
         """
+        new_run = False
+        found: _Lookup | None = None
+        if not self.path:
+            found, unmatched = self.journal._number(self, kind, name, fingerprint)
+            new_run = found is None
         step = JournalStep(self, next(self._positions), kind, name, fingerprint)
         self.follows = step.digest
         self.steps.append(step)
         if fingerprint is None:
             self._diverge(step, "what it asks could not be fingerprinted")
+        elif new_run:
+            # Nothing was recorded under a new number: no need to look.
+            self.reads = step.reads_nested_runs = False
+            if unmatched:
+                self._diverge(step, unmatched)
         elif self.reads:
-            self._look_up(step)
+            self._look_up(step, found)
+        if new_run:
+            # The first entry of a run under a new number holds that number from now on.
+            step._mark(_STARTED, "start mark")
         log.debug("Durable: claimed step=%s replayed=%s", step.describe(), step.replayed)
         return step
 
-    def _look_up(self, step: JournalStep) -> None:
+    def _look_up(self, step: JournalStep, found: _Lookup | None) -> None:
         journal = self.journal
-        entry, problem = journal._read_entry(step.key)
-        step._found_entry = entry is not None
+        entry, problem = found if found is not None else journal._read_entry(step.key)
         if problem:
             self._diverge(step, problem)
             return
         if entry is None:
             return
+        state = entry.get("state")
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
             self._diverge(step, f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}")
         elif entry.get("fingerprint") != step.fingerprint:
-            self._diverge(step, "it asks something other than the recorded call")
+            self._diverge(step, why_fingerprints_differ(entry.get("fingerprint"), step.fingerprint or ""))
         elif entry.get("follows") != step.follows:
             self._diverge(step, "an earlier call of this run changed since it was recorded")
-        elif entry.get("state") == _IN_FLIGHT:
+        elif state == _IN_FLIGHT:
             step.interrupted = True
             log.warning(
                 "Durable: a call an earlier try started and never finished runs again step=%s idempotency_key=%s",
                 step.describe(),
                 step.idempotency_key,
             )
-        elif entry.get("state") == _DONE:
+        elif state == _DONE:
             step.replayed = True
             step.result = entry.get("result")
             step.meta = entry.get("meta") or {}
-            step._recorded_runs = _recorded_runs(entry)
             journal.stats.replayed[step.kind] += 1
             tokens = step.meta.get("tokens")
             if isinstance(tokens, int):
                 journal.stats.tokens_saved += tokens
+        else:
+            reasons = {
+                _MASKED: "its recorded result held a secret and is stored masked",
+                _FAILED: "it failed on an earlier try",
+                _DISCARDED: "an earlier try discarded it",
+                _STARTED: "an earlier try started it and never finished it",
+            }
+            log.info("Durable: runs live step=%s reason=%r", step.describe(), reasons.get(state, f"state {state!r}"))
 
     def _diverge(self, step: JournalStep, reason: str) -> None:
         self.reads = False
@@ -275,6 +386,21 @@ class DurableRun:
             step.describe(),
             reason,
         )
+
+
+#: A recorded entry read ahead, or why it could not be read.
+_Lookup = tuple[dict[str, Any] | None, str | None]
+
+
+@dataclass
+class _Runs:
+    """The runs under one parent (the journal, or a step): those recorded, and those of this try."""
+
+    #: The first entry of each recorded run, read in number order: entries 1, 2, ... of ``recorded[n - 1]``.
+    recorded: list[_Lookup]
+    taken: set[int] = field(default_factory=set)
+    #: This try's runs under the parent that have not ended, with what their first call asked.
+    active: dict[DurableRun, tuple[str, str, str | None, str]] = field(default_factory=dict)
 
 
 class DurableJournal:
@@ -290,24 +416,32 @@ class DurableJournal:
         self.storage = storage
         self.clean_up_after_run = clean_up_after_run
         self.stats = JournalStats()
-        self._top_level_runs = count(1)
+        # Numbering and the index are shared by runs that run in threads of one task.
+        self._lock = threading.RLock()
         self._runs: dict[str, DurableRun] = {}
+        self._runs_under: dict[str, _Runs] = {}
+        # The steps any try started runs under (read from the index entry once), None until needed.
+        self._parents: set[str] | None = None
+        self._index_stored = False
+        self._warned_of_identical_runs = False
 
     @contextlib.contextmanager
-    def run(self) -> Iterator[DurableRun]:
+    def run(self, *, key: str | None = None) -> Iterator[DurableRun]:
         """
         Start an agent run: top-level, or nested under the step running in this context.
+
+        ``key`` names the run on every try, to tell apart runs that otherwise ask the same.
         """
         parent = _running_step.get()
-        if parent is not None and parent.run.journal is self:
-            parent._nested_runs += 1
-            path = f"{parent.key}.{parent._nested_runs}"
-            run = DurableRun(self, path, follows=parent.digest, reads=parent.reads_nested_runs)
-        else:
-            run = DurableRun(self, str(next(self._top_level_runs)), follows="", reads=True)
-        self._runs[run.path] = run
-        log.debug("Durable: run %s started", run.path)
-        yield run
+        if parent is not None and parent.run.journal is not self:
+            parent = None
+        run = DurableRun(self, parent, key=key)
+        try:
+            yield run
+        finally:
+            with self._lock:
+                self._runs_under.get(parent.key if parent else "", _Runs([])).active.pop(run, None)
+        log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
 
@@ -320,9 +454,102 @@ class DurableJournal:
     def delete(self) -> None:
         """Delete every entry any try recorded."""
         self.storage.delete_all(self._stored_keys())
+        self._runs.clear()
+        self._runs_under.clear()
+        self._parents = None
+        self._index_stored = False
         log.info("Durable: journal deleted")
 
-    def _read_entry(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    def _number(
+        self, run: DurableRun, kind: str, name: str, fingerprint: str | None
+    ) -> tuple[_Lookup | None, str | None]:
+        """
+        Give ``run`` its number from what its first call asks. Return the first entry of the
+        recorded run it matched (``None`` for a new number), and why it matched none of the
+        recorded runs left, if any were.
+        """
+        parent = run.parent.key if run.parent is not None else ""
+        identity = (kind, name, fingerprint, run.follows)
+        with self._lock:
+            if run.parent is not None:
+                self._note_parent(parent)
+            runs = self._runs_under.get(parent)
+            if runs is None:
+                runs = self._runs_under[parent] = _Runs(list(self._recorded_runs(parent)))
+            if run.key is None and fingerprint is not None and identity in runs.active.values():
+                self._warn_of_identical_runs(name)
+            runs.active[run] = identity
+            untaken = [n for n in range(1, len(runs.recorded) + 1) if n not in runs.taken]
+            number = next(
+                (n for n in untaken if _first_call(runs.recorded[n - 1][0]) == identity),
+                None,
+            )
+            if not run.reads or fingerprint is None:
+                number = None
+            found = runs.recorded[number - 1] if number is not None else None
+            if number is None:
+                number = next(n for n in count(len(runs.recorded) + 1) if n not in runs.taken)
+            runs.taken.add(number)
+            run.path = f"{parent}.{number}" if parent else str(number)
+            self._runs[run.path] = run
+        log.debug("Durable: run %s started", run.path)
+        if found is not None or not untaken or not run.reads:
+            return found, None
+        reason = "no recorded run starts with this call"
+        for n in untaken:
+            entry, problem = runs.recorded[n - 1]
+            if problem:
+                return None, f"{reason}; recorded run {n} cannot be read: {problem}"
+            if fingerprint is not None and entry is not None and (entry.get("kind"), entry.get("name")) == (kind, name):
+                differ = why_fingerprints_differ(entry.get("fingerprint"), fingerprint)
+                return None, f"{reason}; the first call of recorded run {n}: {differ}"
+        return None, reason
+
+    def _recorded_runs(self, parent: str) -> Iterator[_Lookup]:
+        """The first entries of the runs recorded under ``parent``, numbered without gaps."""
+        for number in count(1):
+            found = self._read_entry(f"{parent}.{number}.1" if parent else f"{number}.1")
+            if found == (None, None):
+                return
+            yield found
+
+    def _warn_of_identical_runs(self, name: str) -> None:
+        if self._warned_of_identical_runs:
+            return
+        self._warned_of_identical_runs = True
+        log.warning(
+            "Durable: agent runs that ask the same started concurrently; a retry matches them to the journal "
+            "in the order their first calls start, which may differ: give each its own durable_key "
+            "(run_durably(..., durable_key=...)) model=%r",
+            name,
+        )
+
+    def _note_parent(self, parent: str) -> None:
+        """Write down, once, that runs started under step ``parent``, so that clean-up finds them."""
+        parents = self._stored_parents()
+        if parent in parents:
+            return
+        parents.add(parent)
+        entry = {"format": FORMAT_VERSION, "kind": "index", "parents": sorted(parents)}
+        try:
+            self.storage.write(_INDEX_KEY, json.dumps(entry, separators=(",", ":")))
+            self._index_stored = True
+        except Exception as error:
+            log.warning(
+                "Durable: could not write the journal's index; clean-up may leave entries reason=%r", str(error)
+            )
+
+    def _stored_parents(self) -> set[str]:
+        if self._parents is None:
+            entry, problem = self._read_entry(_INDEX_KEY)
+            self._index_stored = (entry, problem) != (None, None)
+            if problem:
+                log.warning("Durable: the journal's index cannot be read; it is rewritten reason=%r", problem)
+            parents = entry.get("parents") if entry else None
+            self._parents = {p for p in parents if isinstance(p, str)} if isinstance(parents, list) else set()
+        return self._parents
+
+    def _read_entry(self, key: str) -> _Lookup:
         """The entry under ``key`` (``None`` if there is none), or why it cannot be read."""
         try:
             text = self.storage.read(key)
@@ -332,19 +559,27 @@ class DurableJournal:
             return None, None
         try:
             entry = json.loads(text)
-        except ValueError as error:
-            return None, f"the recorded entry is not JSON: {error}"
+        except (ValueError, RecursionError) as error:
+            return None, f"the recorded entry is not JSON: {type(error).__name__}: {str(error)[:200]}"
         if not isinstance(entry, dict):
             return None, "the recorded entry is not a JSON object"
         if entry.get("format") not in _READABLE_FORMATS:
-            return None, f"the recorded entry has format {entry.get('format')!r}, this release reads {FORMAT_VERSION}"
+            return None, (
+                f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
+                f"this release reads {FORMAT_VERSION}"
+            )
         return entry, None
 
     def _write(self, step: JournalStep, entry: dict[str, Any], *, what: str) -> bool:
         try:
             text = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        except (TypeError, ValueError) as error:
-            return self._not_recorded(step, what, f"it is not JSON: {error}")
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                # A lone surrogate: escaped, it is still JSON that loads back to the same string.
+                text = json.dumps(entry, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError) as error:
+            return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
         try:
             self.storage.write(step.key, text)
         except Exception as error:
@@ -366,53 +601,33 @@ class DurableJournal:
 
     def _stored_keys(self) -> Iterator[str]:
         """
-        Every key stored. Runs and positions are numbered without gaps, so what this try did not
-        claim itself is found by reading on until a key is missing.
+        Every key stored: the runs under the journal and under each step the index names, each
+        numbered without gaps, each run's positions without gaps. What this try claimed itself is
+        not read again.
         """
-        for number in count(1):
-            path = str(number)
-            if path in self._runs:
-                yield from self._claimed_keys(self._runs[path])
-            elif not (yield from self._stored_keys_of_run(path)):
-                return
-
-    def _claimed_keys(self, run: DurableRun) -> Iterator[str]:
-        for step in run.steps:
-            yield step.key
-            for number in range(1, step._nested_runs + 1):
-                yield from self._claimed_keys(self._runs[f"{step.key}.{number}"])
-            if step.replayed:
-                for number in range(1, step._recorded_runs + 1):
-                    yield from self._stored_keys_of_run(f"{step.key}.{number}")
-            elif step._found_entry is not False:
-                # The entry this try replaced may have started more runs than this try did.
-                yield from self._stored_runs_under(step.key, start=step._nested_runs + 1)
-        yield from self._stored_keys_of_run(run.path, start=len(run.steps) + 1)
-
-    def _stored_runs_under(self, key: str, *, start: int) -> Iterator[str]:
-        for number in count(start):
-            if not (yield from self._stored_keys_of_run(f"{key}.{number}")):
-                return
-
-    def _stored_keys_of_run(self, path: str, *, start: int = 1) -> Iterator[str]:
-        """The stored keys of run ``path`` from position ``start`` on; returns whether there were any."""
-        for position in count(start):
-            key = f"{path}.{position}"
-            entry, problem = self._read_entry(key)
-            if entry is None and problem is None:
-                return position > start
-            yield key
-            # A completed entry says how many runs it started; under an unfinished one they are probed.
-            if entry is not None and entry.get("state") == _DONE:
-                for number in range(1, _recorded_runs(entry) + 1):
-                    yield from self._stored_keys_of_run(f"{key}.{number}")
-            else:
-                yield from self._stored_runs_under(key, start=1)
+        for parent in ["", *sorted(self._stored_parents())]:
+            for number in count(1):
+                path = f"{parent}.{number}" if parent else str(number)
+                run = self._runs.get(path)
+                known = len(run.steps) if run is not None else 0
+                yield from (f"{path}.{position}" for position in range(1, known + 1))
+                stored = False
+                for position in count(known + 1):
+                    if self._read_entry(f"{path}.{position}") == (None, None):
+                        break
+                    stored = True
+                    yield f"{path}.{position}"
+                if not known and not stored:
+                    break
+        if self._index_stored:
+            yield _INDEX_KEY
 
 
-def _recorded_runs(entry: dict[str, Any]) -> int:
-    runs = entry.get("runs")
-    return runs if isinstance(runs, int) else 0
+def _first_call(entry: dict[str, Any] | None) -> tuple[Any, Any, Any, Any] | None:
+    """What the first call of a recorded run asked, as :meth:`DurableJournal._number` compares it."""
+    if entry is None:
+        return None
+    return entry.get("kind"), entry.get("name"), entry.get("fingerprint"), entry.get("follows")
 
 
 @contextlib.contextmanager

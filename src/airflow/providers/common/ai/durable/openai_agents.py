@@ -28,7 +28,11 @@ from airflow.providers.common.ai.durable._sdk_private import (
     default_failure_was_handled,
     set_custom_failure_formatter,
 )
-from airflow.providers.common.ai.durable._tool_output import decode_tool_output, encode_tool_output
+from airflow.providers.common.ai.durable._tool_output import (
+    ToolOutputNotRecordable,
+    decode_tool_output,
+    encode_tool_output,
+)
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import (
     DurableJournal,
@@ -76,7 +80,6 @@ _ANSWER_FAILURES = (
     ModelRefusalError,
     OutputGuardrailTripwireTriggered,
     ToolInputGuardrailTripwireTriggered,
-    ToolOutputGuardrailTripwireTriggered,
 )
 
 # ModelSettings fields that change how a request travels, not what the model answers.
@@ -263,6 +266,9 @@ class _DurableAgentRun:
         self._tool_steps: dict[str, JournalStep] = {}
         # The model step whose call raised: the SDK's own retry of it keeps its position.
         self._failed_model_step: JournalStep | None = None
+        # The journaled tools of the latest answer by name, and the steps of its calls that ran.
+        self._answer_tools: dict[str, FunctionTool] = {}
+        self._answer_tool_steps: list[JournalStep] = []
 
     def agent(self, agent: Agent) -> Agent:
         """A clone of ``agent`` and of the agents in its handoffs list, with durable models and tools."""
@@ -308,8 +314,12 @@ class _DurableAgentRun:
             except BaseException:
                 self._failed_model_step = step
                 raise
-            recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
-            step.record(recorded, meta={"tokens": response.usage.total_tokens})
+            try:
+                recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+            except (ValueError, TypeError, RecursionError) as error:
+                step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
+            else:
+                step.record(recorded, meta={"tokens": response.usage.total_tokens})
         self._claim_tool_calls(response, call["tools"])
         return response
 
@@ -332,6 +342,8 @@ class _DurableAgentRun:
         ]
         # Two calls under one id cannot be told apart on the retry: they run live.
         repeated = {call_id for call_id, n in Counter(call.call_id for call in calls).items() if n > 1}
+        self._answer_tools = {tool.name: tool for tool in tools if tool.name in journaled}
+        self._answer_tool_steps = []
         self._tool_steps = {
             call.call_id: self.run.claim(
                 "tool",
@@ -371,6 +383,7 @@ class _DurableAgentRun:
         step = self._tool_steps.pop(context.tool_call_id, None)
         if step is None:
             return await invoke(context, arguments)
+        self._answer_tool_steps.append(step)
         if step.replayed:
             try:
                 return decode_tool_output(step.result, declared)
@@ -389,9 +402,25 @@ class _DurableAgentRun:
             _handled_failures.reset(token)
         if failures or default_failure_was_handled(context):
             step.fail("the SDK passed the tool's exception to the model as text")
+            return output
+        try:
+            recorded = encode_tool_output(output, declared)
+        except ToolOutputNotRecordable as error:
+            step.not_recordable(str(error))
         else:
-            step.record(encode_tool_output(output, declared))
+            step.record(recorded)
         return output
+
+    def discard_tool_outputs(self, error: ToolOutputGuardrailTripwireTriggered) -> None:
+        """
+        After a tool's output tripped its guardrail, make the next try run that tool again: its
+        recorded output would trip it the same way. The error does not say which call tripped, so
+        every call of the latest answer to a tool with that guardrail runs again.
+        """
+        for step in self._answer_tool_steps:
+            tool = self._answer_tools.get(step.name)
+            if tool is not None and error.guardrail in (tool.tool_output_guardrails or []):
+                step.discard(f"its output tripped the tool output guardrail {error.guardrail.get_name()!r}")
 
     def discard_last_answer(self, error: BaseException) -> None:
         """After a failure caused by the model's answers, make the next try ask the model again."""
@@ -404,7 +433,7 @@ class _DurableAgentRun:
 
 @contextlib.contextmanager
 def _journaled(
-    journal: DurableJournal | None, agent: Agent, kwargs: dict[str, Any], input: Any
+    journal: DurableJournal | None, durable_key: str | None, agent: Agent, kwargs: dict[str, Any], input: Any
 ) -> Iterator[tuple[Agent, dict[str, Any]]]:
     """The agent and ``Runner.run`` arguments to run: durable ones inside a task, the user's outside."""
     if journal is None:
@@ -419,17 +448,22 @@ def _journaled(
         )
         yield agent, kwargs
         return
-    with journal.run() as run:
+    with journal.run(key=durable_key) as run:
         durable = _DurableAgentRun(run)
         try:
             yield durable.agent(agent), {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}
         except _ANSWER_FAILURES as error:
             durable.discard_last_answer(error)
             raise
+        except ToolOutputGuardrailTripwireTriggered as error:
+            durable.discard_tool_outputs(error)
+            raise
 
 
-async def _run(journal: DurableJournal | None, agent: Agent, input: Any, kwargs: dict[str, Any]) -> RunResult:
-    with _journaled(journal, agent, kwargs, input) as (agent, kwargs):
+async def _run(
+    journal: DurableJournal | None, durable_key: str | None, agent: Agent, input: Any, kwargs: dict[str, Any]
+) -> RunResult:
+    with _journaled(journal, durable_key, agent, kwargs, input) as (agent, kwargs):
         try:
             return await Runner.run(agent, input, **kwargs)
         finally:
@@ -437,7 +471,16 @@ async def _run(journal: DurableJournal | None, agent: Agent, input: Any, kwargs:
                 await provider.aclose()
 
 
-async def run_durably(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
+def _checked(durable_key: Any, kwargs: dict[str, Any]) -> str | None:
+    if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
+        raise ValueError(
+            f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
+        )
+    _refuse_server_side_conversation(kwargs)
+    return durable_key
+
+
+async def run_durably(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
     """
     ``Runner.run(agent, input, **kwargs)``, journaled in the running task instance's journal.
 
@@ -445,14 +488,18 @@ async def run_durably(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
     results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Refuses
     ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
     ``ValueError``; a run with a ``session`` runs live, unjournaled.
+
+    A run is matched to its recorded run by what its first model call asks. Runs that ask the
+    same and start concurrently (``asyncio.gather``, a thread pool) are told apart by
+    ``durable_key``: a string that names the run, the same on every try (``durable_key="alice"``).
     """
-    _refuse_server_side_conversation(kwargs)
+    durable_key = _checked(durable_key, kwargs)
     # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
     journal = await asyncio.to_thread(current_journal)
-    return await _run(journal, agent, input, kwargs)
+    return await _run(journal, durable_key, agent, input, kwargs)
 
 
-def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
+def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
     """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
     try:
         asyncio.get_running_loop()
@@ -460,7 +507,7 @@ def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
         pass
     else:
         raise RuntimeError("run_durably_sync() cannot run inside an event loop; await run_durably() instead")
-    _refuse_server_side_conversation(kwargs)
+    durable_key = _checked(durable_key, kwargs)
     # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
     journal = current_journal()
     # The thread's default loop, as Runner.run_sync uses: objects made before the run may be bound to it.
@@ -473,4 +520,4 @@ def run_durably_sync(agent: Agent, input: Any, **kwargs: Any) -> RunResult:
     if loop.is_closed():
         loop = policy.new_event_loop()
         policy.set_event_loop(loop)
-    return loop.run_until_complete(_run(journal, agent, input, kwargs))
+    return loop.run_until_complete(_run(journal, durable_key, agent, input, kwargs))
