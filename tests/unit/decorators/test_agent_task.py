@@ -29,14 +29,16 @@ def test_the_function_returns_the_prompt_and_the_agents_answer_is_the_result():
 
 
 def test_the_decorator_takes_the_operators_arguments_and_refuses_what_it_refuses():
-    with pytest.raises(ValueError, match="max_turns must be a whole number of at least 1"):
-        with DAG("decorated_refused", schedule=None, start_date=datetime(2026, 1, 1)):
+    with (
+        pytest.raises(ValueError, match="max_turns must be a whole number of at least 1"),
+        DAG("decorated_refused", schedule=None, start_date=datetime(2026, 1, 1)),
+    ):
 
-            @task.agent(agent=Agent(name="a"), max_turns=0)
-            def ask() -> str:
-                return "p"
+        @task.agent(agent=Agent(name="a"), max_turns=0)
+        def ask() -> str:
+            return "p"
 
-            ask()
+        ask()
 
 
 def test_a_durable_decorated_task_replays_on_its_retry():
@@ -66,6 +68,13 @@ def test_a_durable_decorated_task_replays_on_its_retry():
 
     with pytest.raises(ConnectionError), journal_scope(DurableJournal(storage)):
         op.execute({})
-    with journal_scope(DurableJournal(storage)):
+    assert (len(model.calls), runs) == (2, ["T-1"])
+
+    retry = DurableJournal(storage)
+    with journal_scope(retry):
         assert op.execute({}) == "Login problem."
+    # Try 2 sent only the request that failed, with the recorded lookup's result in it.
     assert (len(model.calls), runs) == (3, ["T-1"])
+    assert model.calls[2].input == model.calls[1].input
+    assert model.calls[2].input[-1]["output"] == "cannot log in"
+    assert retry.stats.replayed == {"model": 1, "tool": 1}

@@ -56,7 +56,7 @@ def test_a_base_url_in_extra_wins_over_the_host(connection):
 def test_a_connection_without_an_api_key_is_refused_naming_the_fix(connection, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(
-        ValueError, match="^Connection 'openai_test' has no API key: put it in the connection's password"
+        ValueError, match=r"^Connection 'openai_test' has no API key: put it in the connection's password"
     ):
         connection(host="http://localhost:8000/v1").get_client_kwargs()
 
@@ -80,3 +80,53 @@ def test_use_responses_in_extra_picks_the_api_of_models_given_by_name(connection
     provider = connection(password="sk-abcdef", extra=extra).get_model_provider()
     model = provider.get_model("gpt-4.1-mini")
     assert isinstance(model, OpenAIResponsesModel if expected else OpenAIChatCompletionsModel)
+
+
+def test_models_given_by_name_through_the_connection_replay_on_a_durable_retry(connection):
+    from agents import Agent, RunConfig, function_tool
+    from openai import InternalServerError
+
+    from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+    from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+    from airflow.providers.common.ai.durable.storage import InMemoryStorage
+    from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+
+    looked_up = []
+
+    @function_tool
+    def lookup(ticket_id: str) -> str:
+        """The ticket's text."""
+        looked_up.append(ticket_id)
+        return "cannot log in"
+
+    storage = InMemoryStorage()
+    script = [reply.tool_calls(("lookup", {"ticket_id": "T-1"}, "c1")), reply.text("Login problem.")]
+    with FakeOpenAIServer(script, fail_requests={2}) as server:
+
+        def attempt():
+            # A new hook per try, as each try runs in a new worker process.
+            hook = connection(
+                password="sk-abcdef", host=server.base_url, extra={"openai_client_kwargs": {"max_retries": 0}}
+            )
+            journal = DurableJournal(storage)
+            agent = Agent(name="triage", model="gpt-4.1-mini", tools=[lookup])
+            with journal_scope(journal):
+                output = run_durably_sync(
+                    agent, "Triage T-1.", run_config=RunConfig(model_provider=hook.get_model_provider())
+                ).final_output
+            return output, journal
+
+        with pytest.raises(InternalServerError):
+            attempt()
+        output, journal = attempt()
+
+    assert output == "Login problem."
+    assert [(r.number, r.status, r.body["model"]) for r in server.requests] == [
+        (1, 200, "gpt-4.1-mini"),
+        (2, 500, "gpt-4.1-mini"),
+        (3, 200, "gpt-4.1-mini"),
+    ]
+    assert server.requests[2].body == server.requests[1].body
+    assert server.requests[2].headers["authorization"] == "Bearer sk-abcdef"
+    assert looked_up == ["T-1"]
+    assert journal.stats.replayed == {"model": 1, "tool": 1}

@@ -45,6 +45,24 @@ def run_try(op: AgentOperator, storage: InMemoryStorage | None = None):
         return op.execute({})
 
 
+class Tries:
+    """The tries of one task instance: one storage, a fresh journal per try; keeps the last try's journal."""
+
+    def __init__(self) -> None:
+        self.storage = InMemoryStorage()
+        self.journal: DurableJournal | None = None
+
+    def run(self, op: AgentOperator):
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal):
+            return op.execute({})
+
+    @property
+    def replayed(self) -> dict[str, int]:
+        assert self.journal is not None
+        return dict(self.journal.stats.replayed)
+
+
 # Refused when the DAG is parsed (R-28): each error names the task, the problem and the fix.
 
 
@@ -118,7 +136,7 @@ def test_an_agent_function_that_returns_something_else_fails_the_task_naming_it(
 
     op = AgentOperator(task_id="t", prompt="p", agent=build_agent)
     with pytest.raises(
-        TypeError, match="the agent function .*build_agent returned str; it must return an agents.Agent"
+        TypeError, match=r"the agent function .*build_agent returned str; it must return an agents\.Agent"
     ):
         run_try(op)
 
@@ -215,23 +233,45 @@ def durable_weather_operator(model: ScriptedModel, tool: ToolRuns) -> AgentOpera
 
 
 def test_a_durable_retry_replays_the_calls_the_failed_try_completed():
-    model, tool, storage = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), InMemoryStorage()
+    model, tool, tries = ScriptedModel(script_failing_on_the_third_request()), ToolRuns(), Tries()
     op = durable_weather_operator(model, tool)
 
     with pytest.raises(ConnectionError):
-        run_try(op, storage)
+        tries.run(op)
     assert (len(model.calls), tool.cities) == (3, ["Paris", "Rome"])
 
-    assert run_try(op, storage) == "Sunny in Paris and Rome."
-    # Try 2 sent only the request that failed; neither tool call ran again.
+    assert tries.run(op) == "Sunny in Paris and Rome."
+    # Try 2 sent only the request that failed, asked as it was; neither tool call ran again.
     assert (len(model.calls), tool.cities) == (4, ["Paris", "Rome"])
+    assert model.calls[3].input == model.calls[2].input
+    assert model.calls[3].input[-1]["output"] == "sunny in Rome"
+    assert tries.replayed == {"model": 2, "tool": 2}
+
+
+def test_an_agent_function_builds_a_new_agent_each_try_and_the_retry_still_replays():
+    tool, tries, models = ToolRuns(), Tries(), []
+
+    def build_agent() -> Agent:
+        steps = script_failing_on_the_third_request()
+        models.append(ScriptedModel(steps[:3] if not models else steps[3:]))
+        return Agent(name="a", model=models[-1], tools=[tool.tool])
+
+    op = AgentOperator(task_id="t", prompt="Weather?", agent=build_agent, durable=True, retries=1)
+    with pytest.raises(ConnectionError):
+        tries.run(op)
+    assert tries.run(op) == "Sunny in Paris and Rome."
+
+    assert [len(model.calls) for model in models] == [3, 1]
+    assert models[1].calls[0].input == models[0].calls[2].input
+    assert tool.cities == ["Paris", "Rome"]
+    assert tries.replayed == {"model": 2, "tool": 2}
 
 
 def test_without_durable_a_retry_runs_everything_again_and_nothing_is_journaled():
     tool = ToolRuns()
     model = ScriptedModel(
-        script_failing_on_the_third_request()[:3]
-        + [
+        [
+            *script_failing_on_the_third_request()[:3],
             [function_call("get_weather", {"city": "Paris"}, call_id="c1")],
             [function_call("get_weather", {"city": "Rome"}, call_id="c2")],
             [assistant_message("Sunny in Paris and Rome.")],
@@ -360,34 +400,53 @@ def test_the_connection_replaces_only_the_model_provider_of_the_users_run_config
     assert run_config.model_provider is original_provider
 
 
-def test_a_durable_retry_through_the_connection_sends_only_the_requests_the_failed_try_did_not_complete(
-    openai_connection,
+WEATHER_REPLIES = [
+    reply.tool_calls(("get_weather", {"city": "Paris"}, "c1")),
+    reply.tool_calls(("get_weather", {"city": "Rome"}, "c2")),
+    reply.text("Sunny in Paris and Rome."),
+]
+
+
+@pytest.mark.parametrize(
+    "model_given",
+    ["agent-model-by-name", "run-config-model-by-name", "agent-in-handoffs"],
+)
+def test_a_durable_retry_through_the_connection_sends_only_the_request_the_failed_try_did_not_complete(
+    openai_connection, model_given
 ):
-    tool = ToolRuns()
-    script = [
-        reply.tool_calls(("get_weather", {"city": "Paris"}, "c1")),
-        reply.tool_calls(("get_weather", {"city": "Rome"}, "c2")),
-        reply.text("Sunny in Paris and Rome."),
-    ]
-    storage = InMemoryStorage()
-    with FakeOpenAIServer(script, fail_requests={3}) as server:
+    from openai import InternalServerError
+
+    tool, tries = ToolRuns(), Tries()
+    agent, run_config, replies = Agent(name="a", model="gpt-4.1-mini", tools=[tool.tool]), None, WEATHER_REPLIES
+    if model_given == "run-config-model-by-name":
+        agent, run_config = Agent(name="a", tools=[tool.tool]), RunConfig(model="gpt-4.1-mini")
+    elif model_given == "agent-in-handoffs":
+        agent = Agent(name="triage", model="gpt-4.1-nano", handoffs=[agent])
+        replies = [reply.tool_calls(("transfer_to_a", {}, "h1")), *WEATHER_REPLIES]
+    with FakeOpenAIServer(replies, fail_requests={len(replies)}) as server:
         openai_connection(server)
         op = AgentOperator(
             task_id="t",
             prompt="Weather?",
-            agent=Agent(name="a", model="gpt-4.1-mini", tools=[tool.tool]),
+            agent=agent,
+            run_config=run_config,
             openai_conn_id="openai_test",
             durable=True,
             retries=1,
         )
-        from openai import InternalServerError
-
         with pytest.raises(InternalServerError):
-            run_try(op, storage)
-        assert ([r.status for r in server.requests], tool.cities) == ([200, 200, 500], ["Paris", "Rome"])
+            tries.run(op)
+        first_try = server.requests
+        assert ([r.status for r in first_try], tool.cities) == ([200] * (len(replies) - 1) + [500], ["Paris", "Rome"])
 
-        assert run_try(op, storage) == "Sunny in Paris and Rome."
-        assert ([r.status for r in server.requests], tool.cities) == ([200, 200, 500, 200], ["Paris", "Rome"])
+        assert tries.run(op) == "Sunny in Paris and Rome."
+        second_try = server.requests[len(first_try) :]
+
+    # Try 2 sent one request, the one that failed, asked exactly as it was.
+    assert [r.status for r in second_try] == [200]
+    assert second_try[0].body == first_try[-1].body
+    assert tool.cities == ["Paris", "Rome"]
+    assert tries.replayed == {"model": len(replies) - 1, "tool": 2}
 
 
 def test_a_durable_task_that_cannot_have_a_journal_fails_before_the_agent_is_built(monkeypatch):

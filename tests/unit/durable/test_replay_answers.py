@@ -1,0 +1,313 @@
+"""
+Which calls a retry replays and which run live, counted per try with scripted models: a change of
+one part of a request (R-6, R-8), an entry of an unknown format (R-33), the SDK's own retry of a
+request (R-16), and runs that failed because of the model's answers (R-15).
+
+Each try gets a new ``ScriptedModel``, so its call count is the number of requests that reached the
+model in that try; a replayed call never reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    ModelRefusalError,
+    ModelRetrySettings,
+    ModelSettings,
+    OutputGuardrailTripwireTriggered,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailTripwireTriggered,
+    Usage,
+    function_tool,
+    output_guardrail,
+    tool_input_guardrail,
+)
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
+from pydantic import BaseModel
+
+from airflow.providers.common.ai.durable.journal import FORMAT_VERSION, DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+
+USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
+PROMPT = "What is the weather in Paris?"
+
+
+def model(*steps) -> ScriptedModel:
+    return ScriptedModel(list(steps), default_usage=USAGE)
+
+
+def call(tool: str, call_id: str, **arguments) -> object:
+    return function_call(tool, arguments, call_id=call_id)
+
+
+def refusal(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="msg_refusal",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputRefusal(type="refusal", refusal=text)],
+    )
+
+
+class Tools:
+    """Function tools that count their real runs."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+
+        @function_tool
+        def weather(city: str) -> str:
+            """The weather in a city."""
+            self.runs[f"weather {city}"] += 1
+            return f"sunny in {city}"
+
+        @tool_input_guardrail
+        def internal_only(data):
+            to = json.loads(data.context.tool_arguments)["to"]
+            if to.endswith("@example.com"):
+                return ToolGuardrailFunctionOutput.allow()
+            return ToolGuardrailFunctionOutput.raise_exception(output_info=to)
+
+        @function_tool(tool_input_guardrails=[internal_only])
+        def send_mail(to: str) -> str:
+            """Send an e-mail."""
+            self.runs[f"send_mail {to}"] += 1
+            return f"sent to {to}"
+
+        self.weather, self.send_mail = weather, send_mail
+
+
+class Task:
+    """The tries of one task instance: one storage, a new journal per try, as a new worker has."""
+
+    def __init__(self, storage: InMemoryStorage | None = None) -> None:
+        self.storage = storage or InMemoryStorage()
+        self.journal: DurableJournal | None = None
+
+    def attempt(self, agent: Agent, prompt: str = PROMPT, **kwargs):
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal):
+            return run_durably_sync(agent, prompt, **kwargs)
+
+    def failing_attempt(self, agent: Agent, error: type[BaseException] = Exception, **kwargs) -> None:
+        with pytest.raises(error):
+            self.attempt(agent, **kwargs)
+
+    @property
+    def replayed(self) -> Counter[str]:
+        assert self.journal is not None
+        return self.journal.stats.replayed
+
+    @property
+    def ran_live(self) -> Counter[str]:
+        assert self.journal is not None
+        return self.journal.stats.ran_live
+
+
+def agent(scripted: ScriptedModel, tools: list, **kwargs) -> Agent:
+    return Agent(name="assistant", instructions="Be brief.", model=scripted, tools=tools, **kwargs)
+
+
+# A change of only one part of a request runs that call live, and every call after it (R-6, R-8).
+
+
+class Forecast(BaseModel):
+    city: str
+    sky: str
+
+
+class Report(BaseModel):
+    city: str
+    sky: str
+    temperature_c: int
+
+
+@pytest.mark.parametrize(
+    ("first_try", "second_try", "final_answer"),
+    [
+        ({}, {"tools": "weather and send_mail"}, "Sunny."),
+        ({"output_type": Forecast}, {"output_type": Report}, '{"city": "Paris", "sky": "sunny", "temperature_c": 21}'),
+        ({"handoffs": ["billing"]}, {"handoffs": ["support"]}, "Sunny."),
+    ],
+    ids=["tools", "output-schema", "handoffs"],
+)
+def test_a_change_of_only_one_part_of_the_first_request_runs_every_call_live(
+    first_try, second_try, final_answer, caplog
+):
+    tools = Tools()
+
+    def build(scripted: ScriptedModel, change: dict) -> Agent:
+        kwargs = {"output_type": change.get("output_type", Forecast if "output_type" in first_try else None)}
+        kwargs["handoffs"] = [Agent(name=name) for name in change.get("handoffs", ["billing"])]
+        with_mail = [tools.send_mail] if change.get("tools") == "weather and send_mail" else []
+        return agent(scripted, [tools.weather, *with_mail], **kwargs)
+
+    task = Task()
+    first = model([call("weather", "c1", city="Paris")], RuntimeError("provider outage"))
+    task.failing_attempt(build(first, first_try), RuntimeError)
+    assert (len(first.calls), tools.runs) == (2, {"weather Paris": 1})
+
+    second = model([call("weather", "c1", city="Paris")], [assistant_message(final_answer)])
+    with caplog.at_level(logging.WARNING):
+        task.attempt(build(second, second_try))
+
+    assert len(second.calls) == 2
+    assert tools.runs == {"weather Paris": 2}
+    assert (task.replayed, task.ran_live) == ({}, {"model": 2, "tool": 1})
+    assert "Durable: run diverged" in caplog.text
+
+
+def test_the_same_request_again_replays_which_the_changes_above_do_not():
+    """The control for the test above: built the same way, unchanged, everything recorded replays."""
+    tools = Tools()
+    task = Task()
+    task.failing_attempt(agent(model([call("weather", "c1", city="Paris")], RuntimeError()), [tools.weather]))
+    second = model([assistant_message("Sunny.")])
+    assert task.attempt(agent(second, [tools.weather])).final_output == "Sunny."
+    assert (len(second.calls), tools.runs) == (1, {"weather Paris": 1})
+    assert (task.replayed, task.ran_live) == ({"model": 1, "tool": 1}, {"model": 1})
+
+
+class RefusesToRecord(InMemoryStorage):
+    """A store that refuses the write of some keys, as a full disk or a lost connection would."""
+
+    def __init__(self, refused: set[str]) -> None:
+        super().__init__()
+        self.refused = refused
+
+    def write(self, key: str, text: str) -> None:
+        if key in self.refused:
+            raise OSError(f"no space left for {key}")
+        super().write(key, text)
+
+
+@pytest.mark.parametrize(("call_id", "lyon_runs"), [("c2", 1), ("c2-asked-again", 2)], ids=["same", "changed"])
+def test_a_tool_call_whose_call_id_changed_runs_live(call_id, lyon_runs):
+    # The second answer could not be recorded (R-26), so the retry asks the model again; a model
+    # asked again may answer the same tool call under another call id, and only that id differs.
+    storage = RefusesToRecord({"1.3"})
+    tools, task = Tools(), Task(storage)
+    first = model([call("weather", "c1", city="Paris")], [call("weather", "c2", city="Lyon")], RuntimeError())
+    task.failing_attempt(agent(first, [tools.weather]), RuntimeError)
+    assert tools.runs == {"weather Paris": 1, "weather Lyon": 1}
+    storage.refused.clear()
+
+    second = model([call("weather", call_id, city="Lyon")], [assistant_message("Sunny.")])
+    task.attempt(agent(second, [tools.weather]))
+
+    assert len(second.calls) == 2
+    assert second.calls[0].input == first.calls[1].input
+    assert tools.runs == {"weather Paris": 1, "weather Lyon": lyon_runs}
+    assert task.replayed == ({"model": 1, "tool": 2} if lyon_runs == 1 else {"model": 1, "tool": 1})
+
+
+# The format version of an entry (R-33).
+
+
+@pytest.mark.parametrize("stored_format", [FORMAT_VERSION, 99], ids=["current", "unknown"])
+def test_an_answer_that_matches_in_everything_but_an_unknown_format_runs_live(stored_format, caplog):
+    tools, task = Tools(), Task()
+    first = model([call("weather", "c1", city="Paris")], [call("weather", "c2", city="Lyon")], RuntimeError())
+    task.failing_attempt(agent(first, [tools.weather]), RuntimeError)
+    # The second answer: kind, name, fingerprint and follows stay as recorded, only the format changes.
+    entry = json.loads(task.storage.entries["1.3"])
+    assert (entry["format"], entry["kind"], entry["state"]) == (FORMAT_VERSION, "model", "done")
+    task.storage.entries["1.3"] = json.dumps({**entry, "format": stored_format})
+
+    replays = stored_format == FORMAT_VERSION
+    second = model(*([] if replays else [[call("weather", "c2", city="Lyon")]]), [assistant_message("Sunny.")])
+    with caplog.at_level(logging.WARNING):
+        assert task.attempt(agent(second, [tools.weather])).final_output == "Sunny."
+
+    if replays:
+        assert (len(second.calls), task.replayed) == (1, {"model": 2, "tool": 2})
+        assert tools.runs == {"weather Paris": 1, "weather Lyon": 1}
+    else:
+        # The first answer and its tool call replay; from the unreadable entry on, everything runs live.
+        assert (len(second.calls), task.replayed) == (2, {"model": 1, "tool": 1})
+        assert second.calls[0].input == first.calls[1].input
+        assert tools.runs == {"weather Paris": 1, "weather Lyon": 2}
+        assert "the recorded entry has format 99" in caplog.text
+
+
+# The SDK's own retry of a request keeps its position (R-16).
+
+
+def test_a_request_the_sdk_retried_keeps_its_position_so_the_next_try_replays_up_to_the_failure():
+    tools, task = Tools(), Task()
+    retry = ModelSettings(
+        retry=ModelRetrySettings(max_retries=2, policy=lambda context: isinstance(context.error, ConnectionError))
+    )
+    first = model(
+        [call("weather", "c1", city="Paris")],
+        ModelStep.raise_error(ConnectionError("blip")),
+        [call("weather", "c2", city="Lyon")],
+        RuntimeError("outage"),
+    )
+    task.failing_attempt(agent(first, [tools.weather], model_settings=retry), RuntimeError)
+    assert len(first.calls) == 4  # the second request was sent twice
+
+    second = model([assistant_message("Sunny in Paris and Lyon.")])
+    task.attempt(agent(second, [tools.weather], model_settings=retry))
+
+    # Try 2 asked only the request that failed: the one after both tool results.
+    assert len(second.calls) == 1
+    assert second.calls[0].input == first.calls[3].input
+    assert tools.runs == {"weather Paris": 1, "weather Lyon": 1}
+    assert (task.replayed, task.ran_live) == ({"model": 2, "tool": 2}, {"model": 1})
+
+
+# A run that failed because of the model's answers asks the model again from its last request (R-15).
+
+
+@output_guardrail
+def no_rain(context, agent, output):
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="rain" in output)
+
+
+FAILING_ANSWERS = {
+    "max-turns": ([call("weather", "c2", city="Lyon")], MaxTurnsExceeded, {"max_turns": 2}),
+    "refusal": ([refusal("I cannot talk about the weather.")], ModelRefusalError, {}),
+    "unknown-tool": ([call("no_such_tool", "c2")], ModelBehaviorError, {}),
+    "tool-input-guardrail": (
+        [call("send_mail", "c2", to="someone@elsewhere.test")],
+        ToolInputGuardrailTripwireTriggered,
+        {},
+    ),
+    "output-guardrail": ([assistant_message("rain")], OutputGuardrailTripwireTriggered, {}),
+}
+
+
+@pytest.mark.parametrize("failure", FAILING_ANSWERS)
+def test_a_run_failed_by_the_models_last_answer_replays_up_to_the_last_request_and_asks_it_again(failure):
+    failing_answer, error, run_kwargs = FAILING_ANSWERS[failure]
+    tools, task = Tools(), Task()
+
+    def build(scripted: ScriptedModel) -> Agent:
+        return agent(scripted, [tools.weather, tools.send_mail], output_guardrails=[no_rain])
+
+    first = model([call("weather", "c1", city="Paris")], failing_answer)
+    task.failing_attempt(build(first), error, **run_kwargs)
+    assert len(first.calls) == 2
+
+    second = model([assistant_message("Sunny in Paris.")])
+    assert task.attempt(build(second), **run_kwargs).final_output == "Sunny in Paris."
+
+    # Only the last request reached the model again: the one that had the first tool's result.
+    assert len(second.calls) == 1
+    assert second.calls[0].input == first.calls[1].input
+    assert second.calls[0].input[-1]["output"] == "sunny in Paris"
+    assert (task.replayed, task.ran_live) == ({"model": 1, "tool": 1}, {"model": 1})
+    assert tools.runs["weather Paris"] == 1
+    assert not [name for name in tools.runs if name.startswith("send_mail")]
