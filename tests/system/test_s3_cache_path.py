@@ -124,6 +124,8 @@ def test_run_durably_in_a_task_journals_to_s3_through_the_connection_in_the_path
     ]
     for task_id in ("forecast_sync", "forecast_async"):
         try_1, try_2 = run.tries(task_id)
+        assert "Durable: replayed 0, ran live 2 (model 1, tool 1), could not record 0" in try_1
+        assert "Durable: journal deleted" not in try_1
         assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0" in try_2
         assert "Durable: journal deleted" in try_2
 
