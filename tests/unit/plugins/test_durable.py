@@ -1,0 +1,220 @@
+"""
+The listener that ends each durable try (R-21 to R-23), called as Airflow calls it, on a journal
+bound to a task instance the way a running task binds it: success deletes everything every try
+recorded, a failure keeps it, and nothing is deleted when one agent run inside the task returns.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from airflow.providers.common.ai.durable import task_instance
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.plugins import durable as listener
+
+
+class TaskStateStore:
+    """``context["task_state_store"]`` of one task instance (Airflow 3.3): JSON values shared by all tries."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return json.loads(self.rows[key]) if key in self.rows else default
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.rows[key] = json.dumps(value)
+
+    def delete(self, key: str) -> None:
+        self.rows.pop(key, None)
+
+    def clear(self) -> None:
+        self.rows.clear()
+
+
+class TaskInstance:
+    """
+    The tries of one task instance, each bound the way a running task binds its journal
+    (``journal_of_running_task``), over the journal storage of this Airflow line or of the other.
+    """
+
+    def __init__(self, where: str, monkeypatch: pytest.MonkeyPatch, tmp_path, map_index: int = -1) -> None:
+        self.where = where
+        self.monkeypatch = monkeypatch
+        self.cache_path = tmp_path / "cache"
+        self.store = TaskStateStore()
+        self.map_index = map_index
+        self.try_number = 0
+        self.ti: SimpleNamespace | None = None
+        if where == "durable_cache_path":
+            monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", f"file://{self.cache_path}")
+
+    def start_try(self) -> SimpleNamespace:
+        """The next try starts running in this process: its context is the current task context."""
+        self.try_number += 1
+        self.ti = SimpleNamespace(
+            dag_id="triage", run_id="manual__1", task_id="agent", map_index=self.map_index, try_number=self.try_number
+        )
+        context: dict[str, Any] = {"ti": self.ti}
+        if self.where == "task_state_store":
+            context["task_state_store"] = self.store
+        self.monkeypatch.setattr(task_instance, "_running_task_context", lambda: context)
+        return self.ti
+
+    def stored(self) -> set[str]:
+        """The journal entries stored for this task instance."""
+        if self.where == "task_state_store":
+            return set(self.store.rows)
+        folder = f"map_index={self.map_index}"
+        return {str(path.relative_to(self.cache_path)) for path in self.cache_path.rglob(f"{folder}/*.json")}
+
+    def succeeded(self) -> None:
+        listener.on_task_instance_success(previous_state="running", task_instance=self.ti)
+
+    def failed(self) -> None:
+        listener.on_task_instance_failed(previous_state="running", task_instance=self.ti, error=RuntimeError())
+
+
+@pytest.fixture(autouse=True)
+def _no_journal_left_open(monkeypatch):
+    # Each test's tries bind journals afresh; none leaks into the next test.
+    monkeypatch.setattr(task_instance, "_journals", {})
+
+
+@pytest.fixture(params=["task_state_store", "durable_cache_path"])
+def task(request, monkeypatch, tmp_path) -> TaskInstance:
+    return TaskInstance(request.param, monkeypatch, tmp_path)
+
+
+class Lookups:
+    """A tool that counts its real runs."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+        @function_tool
+        def lookup(ticket_id: str) -> str:
+            """The ticket's text."""
+            self.runs.append(ticket_id)
+            return "cannot log in"
+
+        self.tool = lookup
+
+
+def agent(lookups: Lookups, *steps) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(list(steps))
+    return Agent(name="triage", model=model, tools=[lookups.tool]), model
+
+
+LOOKUP = [function_call("lookup", {"ticket_id": "T-1"}, call_id="c1")]
+
+
+def test_when_the_task_instance_succeeds_its_journal_is_deleted_with_what_every_try_recorded(task):
+    lookups = Lookups()
+    task.start_try()
+    with pytest.raises(ConnectionError):
+        run_durably_sync(agent(lookups, LOOKUP, ConnectionError("outage"))[0], "Triage T-1.")
+    task.failed()
+    recorded_by_try_1 = task.stored()
+    assert recorded_by_try_1
+
+    task.start_try()
+    triage, model = agent(lookups, [assistant_message("Login problem.")])
+    assert run_durably_sync(triage, "Triage T-1.").final_output == "Login problem."
+    assert len(model.calls) == 1  # try 2 replayed what try 1 recorded
+    assert task.stored() >= recorded_by_try_1  # kept until Airflow says the task succeeded
+    task.succeeded()
+
+    assert task.stored() == set()
+    # Cleared later, the task instance starts over: everything runs live.
+    task.start_try()
+    triage, model = agent(lookups, LOOKUP, [assistant_message("Login problem.")])
+    run_durably_sync(triage, "Triage T-1.")
+    assert (len(model.calls), lookups.runs) == (2, ["T-1", "T-1"])
+
+
+def test_a_task_that_failed_for_good_keeps_its_journal_and_a_clear_replays_it(task):
+    lookups = Lookups()
+    task.start_try()
+    with pytest.raises(ConnectionError):
+        run_durably_sync(agent(lookups, LOOKUP, ConnectionError("outage"))[0], "Triage T-1.")
+    recorded = task.stored()
+    task.failed()
+    assert task.stored() == recorded != set()
+
+    # A user fixes the cause and clears the task: the next try replays what was recorded.
+    task.start_try()
+    triage, model = agent(lookups, [assistant_message("Login problem.")])
+    assert run_durably_sync(triage, "Triage T-1.").final_output == "Login problem."
+    assert (len(model.calls), lookups.runs) == (1, ["T-1"])
+
+
+def test_the_journal_outlives_an_agent_run_that_returned_until_the_whole_task_succeeds(task):
+    lookups = Lookups()
+
+    def two_agents(summarizer: Agent, router: Agent) -> tuple[str, str]:
+        summary = run_durably_sync(summarizer, "Summarize T-1.").final_output
+        after_the_first_run = task.stored()
+        assert after_the_first_run, "the first agent run's journal was deleted when it returned"
+        return summary, run_durably_sync(router, summary).final_output
+
+    task.start_try()
+    summarizer, summarizer_model = agent(lookups, LOOKUP, [assistant_message("Cannot log in.")])
+    router, router_model = agent(lookups, ConnectionError("outage"))
+    with pytest.raises(ConnectionError):
+        two_agents(summarizer, router)
+    task.failed()
+
+    task.start_try()
+    summarizer, summarizer_model = agent(lookups)
+    router, router_model = agent(lookups, [assistant_message("Route to identity.")])
+    assert two_agents(summarizer, router) == ("Cannot log in.", "Route to identity.")
+    # The first agent replayed whole; only the second agent's failed request ran again.
+    assert (len(summarizer_model.calls), len(router_model.calls), lookups.runs) == (0, 1, ["T-1"])
+    task.succeeded()
+    assert task.stored() == set()
+
+
+@pytest.mark.parametrize("where", ["task_state_store", "durable_cache_path"])
+def test_the_success_of_one_mapped_task_instance_deletes_only_its_own_journal(where, monkeypatch, tmp_path):
+    # Airflow gives each map index its own task state store; the cache path is shared by all.
+    lookups = Lookups()
+    first, second = (TaskInstance(where, monkeypatch, tmp_path, map_index=i) for i in (0, 1))
+    for mapped in (first, second):
+        mapped.start_try()
+        with pytest.raises(ConnectionError):
+            run_durably_sync(agent(lookups, LOOKUP, ConnectionError("outage"))[0], "Triage T-1.")
+        mapped.failed()
+    recorded_by_the_second = second.stored()
+    assert recorded_by_the_second
+
+    first.start_try()
+    run_durably_sync(agent(lookups, [assistant_message("Login problem.")])[0], "Triage T-1.")
+    first.succeeded()
+
+    assert (first.stored(), second.stored()) == (set(), recorded_by_the_second)
+    second.start_try()
+    triage, model = agent(lookups, [assistant_message("Login problem.")])
+    run_durably_sync(triage, "Triage T-1.")
+    assert (len(model.calls), lookups.runs) == (1, ["T-1", "T-1"])  # map index 1 still replays
+
+
+def test_the_hooks_leave_alone_a_try_that_opened_no_journal(task):
+    lookups = Lookups()
+    task.start_try()
+    with pytest.raises(ConnectionError):
+        run_durably_sync(agent(lookups, LOOKUP, ConnectionError("outage"))[0], "Triage T-1.")
+    task.failed()
+    recorded = task.stored()
+
+    # A later try that never ran a durable agent (it failed before, or ran none) succeeds.
+    task.start_try()
+    task.succeeded()
+    task.failed()
+    assert task.stored() == recorded
