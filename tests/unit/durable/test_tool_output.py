@@ -380,11 +380,6 @@ def test_a_replayed_declared_output_is_what_the_model_saw_the_first_time():
     assert second.calls[0].input[-1] == first.calls[1].input[-1]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="openai_agents.py does not catch ToolOutputNotRecordable yet: the lead wires it so the step "
-    "runs live next try and is named in the summary",
-)
 @pytest.mark.parametrize(
     "output, reason",
     [(Counter(a=1), "type Counter"), (nested_list(900), "nested deeper"), ("a\ud800b", "not valid Unicode")],

@@ -1,0 +1,347 @@
+"""A retry never crashes, never replays the wrong thing, and never leaks a secret (issue 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import Counter
+
+import pytest
+from agents import (
+    Agent,
+    RunContextWrapper,
+    ToolGuardrailFunctionOutput,
+    ToolOutputGuardrailTripwireTriggered,
+    function_tool,
+    tool_output_guardrail,
+)
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.compat.sdk import mask_secret
+
+
+class WorkerDied(BaseException):
+    """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
+
+
+def scripted(*steps) -> ScriptedModel:
+    return ScriptedModel(list(steps))
+
+
+class Task:
+    """The tries of one task instance: one storage, a new journal per try."""
+
+    def __init__(self, storage=None) -> None:
+        self.storage = storage if storage is not None else InMemoryStorage()
+        self.journal: DurableJournal | None = None
+
+    def attempt(self, agent: Agent, prompt: str = "go", **kwargs):
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal):
+            return run_durably_sync(agent, prompt, **kwargs)
+
+    def failing_attempt(self, agent: Agent, error=Exception, **kwargs):
+        with pytest.raises(error):
+            self.attempt(agent, **kwargs)
+
+
+# Secrets (R-25)
+
+
+@pytest.mark.parametrize(
+    "password",
+    ['pa"ss\\word-4711', "p@ss w/rd&x=1%2F", "plain-secret-4711"],
+    ids=["json-escaped", "url-encoded", "plain"],
+)
+def test_a_tool_call_whose_arguments_held_a_secret_reaches_the_tool_with_the_real_secret_on_retry(password):
+    mask_secret(password)
+    received: list[str] = []
+
+    @function_tool
+    def log_in(user: str, password: str) -> str:
+        """Logs in."""
+        received.append(password)
+        return "logged in"
+
+    task = Task()
+    answer = function_call("log_in", {"user": "ops", "password": password}, call_id="c1")
+    first = scripted([answer], RuntimeError("provider outage"))
+    task.failing_attempt(Agent(name="a", model=first, tools=[log_in]), RuntimeError)
+    stored = json.dumps(task.storage.entries, ensure_ascii=False)
+    # Not in plain, not JSON-escaped (as in the arguments string), not URL-encoded.
+    from urllib.parse import quote, quote_plus
+
+    for form in {password, json.dumps(password)[1:-1], quote(password), quote_plus(password)}:
+        assert form not in stored, form
+
+    second = scripted([answer], [assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[log_in]))
+    # The answer that held the secret was stored masked: it is asked again, never replayed as ***;
+    # the tool call it asks for is the recorded one (the real arguments' fingerprint), so it replays.
+    assert len(second.calls) == 2
+    assert received == [password]
+    assert task.journal.stats.replayed == {"tool": 1}
+    assert any("held a secret" in line for line in task.journal.stats.not_recorded)
+
+
+def test_a_secret_url_encoded_inside_a_tool_output_is_masked_and_the_tool_runs_again():
+    mask_secret("t0ken/with+plus")
+    runs = Counter()
+
+    @function_tool
+    def callback_url() -> str:
+        """Returns the URL to call back."""
+        runs["callback_url"] += 1
+        return "https://example.com/cb?token=t0ken%2Fwith%2Bplus&x=1"
+
+    task = Task()
+    task.failing_attempt(
+        Agent(
+            name="a",
+            model=scripted([function_call("callback_url", {}, call_id="c1")], RuntimeError()),
+            tools=[callback_url],
+        ),
+        RuntimeError,
+    )
+    assert "t0ken%2Fwith%2Bplus" not in json.dumps(task.storage.entries)
+    task.attempt(Agent(name="a", model=scripted([assistant_message("ok")]), tools=[callback_url]))
+    assert runs["callback_url"] == 2
+
+
+# Runs that run concurrently (R-12)
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["durable_key", "different-prompts"])
+def test_concurrent_runs_are_matched_by_what_they_ask_not_by_the_order_they_start_in(keyed):
+    balances, calls = {"alice": 100, "bob": 7}, Counter()
+
+    @function_tool
+    def balance(context: RunContextWrapper[str]) -> int:
+        """The customer's balance."""
+        calls[context.context] += 1
+        return balances[context.context]
+
+    def attempt(journal: DurableJournal, order: list[str], *steps) -> dict[str, ScriptedModel]:
+        """One agent per customer, started together in ``order``; the customer is in the context."""
+        models = {customer: scripted(*steps) for customer in order}
+
+        async def one(customer: str) -> None:
+            prompt = "What is my balance?" if keyed else f"What is {customer}'s balance?"
+            key = {"durable_key": customer} if keyed else {}
+            agent = Agent(name="teller", model=models[customer], tools=[balance])
+            await run_durably(agent, prompt, context=customer, **key)
+
+        async def together() -> None:
+            await asyncio.gather(*(one(customer) for customer in order), return_exceptions=True)
+
+        with journal_scope(journal):
+            asyncio.run(together())
+        return models
+
+    storage = InMemoryStorage()
+    attempt(DurableJournal(storage), ["alice", "bob"], [function_call("balance", {}, call_id="c1")], RuntimeError())
+    assert calls == {"alice": 1, "bob": 1}
+
+    # The retry starts them the other way round; each replays its own balance.
+    journal = DurableJournal(storage)
+    models = attempt(journal, ["bob", "alice"], [assistant_message("ok")])  # only the final answer is live
+    assert calls == {"alice": 1, "bob": 1}  # no tool ran again
+    for customer, model in models.items():
+        # Only the final request is live, and it carries the customer's own recorded balance.
+        assert len(model.calls) == 1
+        assert model.calls[0].input[-1]["output"] == str(balances[customer])
+    assert journal.stats.replayed == {"model": 2, "tool": 2}
+
+
+def test_identical_runs_started_concurrently_without_a_durable_key_warn_once(caplog):
+    @function_tool
+    def noop() -> str:
+        """Does nothing."""
+        return "ok"
+
+    async def three():
+        agents = [Agent(name="a", model=scripted([assistant_message("hi")]), tools=[noop]) for _ in range(3)]
+        await asyncio.gather(*(run_durably(agent, "same prompt") for agent in agents))
+
+    with caplog.at_level(logging.WARNING), journal_scope(DurableJournal(InMemoryStorage())):
+        asyncio.run(three())
+    assert caplog.text.count("give each its own durable_key") == 1
+
+
+@pytest.mark.parametrize("bad", ["", "  ", 7, b"alice"])
+def test_a_durable_key_that_is_not_a_non_empty_string_is_refused_before_anything_runs(bad):
+    model = scripted([assistant_message("hi")])
+    with pytest.raises(ValueError, match="durable_key must be a non-empty string"):
+        run_durably_sync(Agent(name="a", model=model), "hi", durable_key=bad)
+    assert not model.calls
+
+
+# Nothing crashes a retry (R-9, R-26)
+
+
+def weather_task_that_fails_after_the_tool(output, runs: Counter) -> tuple[Task, object]:
+    @function_tool
+    def produce() -> object:
+        """Produces something."""
+        runs["produce"] += 1
+        return output
+
+    task = Task()
+    task.failing_attempt(
+        Agent(name="a", model=scripted([function_call("produce", {}, call_id="c1")], RuntimeError()), tools=[produce]),
+        RuntimeError,
+    )
+    return task, produce
+
+
+def deep_list(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["lone \ud800 surrogate", deep_list(900), {"nested": deep_list(900)}],
+    ids=["lone-surrogate", "900-deep", "900-deep-in-a-dict"],
+)
+def test_an_output_the_plain_sdk_accepts_runs_durably_on_every_try(output):
+    runs = Counter()
+    task, produce = weather_task_that_fails_after_the_tool(output, runs)
+    second = scripted([assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[produce]))
+    # The tool either replayed or ran again, named as not recorded: nothing crashed.
+    assert len(second.calls) == 1
+    assert runs["produce"] == 1 or task.journal.stats.not_recorded
+    third = scripted([assistant_message("done")])
+    task.attempt(Agent(name="a", model=third, tools=[produce]))
+    assert len(third.calls) <= 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["[" * 100_000, '{"format": 2, "result": ' + "[" * 100_000 + "]" * 100_000 + "}", "\ud800", "null"],
+    ids=["deep-unclosed", "deep-closed", "surrogate", "null"],
+)
+def test_an_entry_that_cannot_be_read_runs_live_and_is_overwritten_so_later_tries_and_clears_do_not_crash(damage):
+    runs = Counter()
+    task, produce = weather_task_that_fails_after_the_tool("value", runs)
+    task.storage.entries["1.1"] = damage
+    second = scripted([function_call("produce", {}, call_id="c1")], [assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[produce]))
+    assert len(second.calls) == 2 and runs["produce"] == 2
+    task.journal.delete()
+    assert task.storage.entries == {}
+
+
+# Tool output guardrails (R-10, like R-15)
+
+
+def test_a_tool_output_guardrail_that_tripped_makes_the_tool_run_again_while_the_answer_replays():
+    runs = Counter()
+    outputs = iter(["SECRET-LEAK", "clean"])
+
+    @tool_output_guardrail
+    def no_leaks(data) -> ToolGuardrailFunctionOutput:
+        if "LEAK" in str(data.output):
+            return ToolGuardrailFunctionOutput.raise_exception(output_info="leak")
+        return ToolGuardrailFunctionOutput.allow()
+
+    @function_tool(tool_output_guardrails=[no_leaks])
+    def fetch() -> str:
+        """Fetches."""
+        runs["fetch"] += 1
+        return next(outputs)
+
+    task = Task()
+    first = scripted([function_call("fetch", {}, call_id="c1")], [assistant_message("never")])
+    task.failing_attempt(Agent(name="a", model=first, tools=[fetch]), ToolOutputGuardrailTripwireTriggered)
+    second = scripted([assistant_message("done")])
+    result = task.attempt(Agent(name="a", model=second, tools=[fetch]))
+    assert result.final_output == "done"
+    assert runs["fetch"] == 2  # the tripped output was not replayed
+    assert len(second.calls) == 1  # the answer that asked for the tool replayed
+    assert task.journal.stats.replayed == {"model": 1}
+
+
+# Failure marks and clean-up (issue 8's defects)
+
+
+def test_a_tool_that_failed_cleanly_is_marked_failed_and_the_retry_does_not_call_it_interrupted(caplog):
+    runs = Counter()
+
+    @function_tool
+    def flaky() -> str:
+        """Fails the first time."""
+        runs["flaky"] += 1
+        if runs["flaky"] == 1:
+            raise ValueError("temporary")
+        return "ok"
+
+    task = Task()
+    first = scripted([function_call("flaky", {}, call_id="c1")], RuntimeError("outage"))
+    task.failing_attempt(Agent(name="a", model=first, tools=[flaky]), RuntimeError)
+    assert json.loads(task.storage.entries["1.2"])["state"] == "failed"
+
+    second = scripted([assistant_message("done")])
+    with caplog.at_level(logging.INFO):
+        task.attempt(Agent(name="a", model=second, tools=[flaky]))
+    assert runs["flaky"] == 2
+    assert "never finished" not in caplog.text and "idempotency_key" not in caplog.text
+    assert "it failed on an earlier try" in caplog.text
+
+
+def test_clean_up_key_by_key_removes_the_stale_nested_runs_of_an_older_try():
+    class ListingLessStorage(InMemoryStorage):
+        """Deletes key by key, as the task state store must."""
+
+        def delete_all(self, keys):
+            for key in list(keys):
+                self.entries.pop(key, None)
+
+    inner_runs = Counter()
+
+    def delegate_tool(inner_prompts: list[str], fail: bool):
+        @function_tool
+        async def delegate() -> str:
+            """Asks two helpers."""
+            for prompt in inner_prompts:
+                inner_runs[prompt] += 1
+                await run_durably(Agent(name="helper", model=scripted([assistant_message("fine")])), prompt)
+            if fail:
+                raise WorkerDied("the worker died after the nested runs")
+            return "done"
+
+        return delegate
+
+    task = Task(ListingLessStorage())
+    # Try 1: the tool starts two nested runs, then the try dies.
+    tool = delegate_tool(["first", "second"], fail=True)
+    task.failing_attempt(
+        Agent(
+            name="a",
+            model=scripted([function_call("delegate", {}, call_id="c1")]),
+            tools=[tool],
+            tool_use_behavior="stop_on_first_tool",
+        ),
+        WorkerDied,
+    )
+    assert {"1.2.1.1", "1.2.2.1"} <= set(task.storage.entries)
+    # Try 2: the tool starts one nested run, which matches the first; the second is stale.
+    tool = delegate_tool(["first"], fail=False)
+    task.attempt(
+        Agent(
+            name="a",
+            model=scripted([function_call("delegate", {}, call_id="c1")]),
+            tools=[tool],
+            tool_use_behavior="stop_on_first_tool",
+        ),
+    )
+    assert "1.2.2.1" in task.storage.entries
+    task.journal.finish(succeeded=True)
+    assert task.storage.entries == {}
