@@ -6,8 +6,10 @@ keeps the two equal.
 
 from __future__ import annotations
 
+from typing import Any
 
-def get_provider_info():
+
+def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "apache-airflow-providers-common-ai",
         "name": "Common AI",

@@ -120,7 +120,8 @@ def _masked(value: Any) -> tuple[Any, bool]:
 def _redact(text: str) -> str:
     from airflow.providers.common.compat.sdk import redact
 
-    return redact(text)
+    # A str comes back a str; redact() is typed for every value it takes, with no overload for str.
+    return redact(text)  # type: ignore[return-value]
 
 
 @dataclass
@@ -300,9 +301,9 @@ class DurableRun:
         #: ``<number>`` or ``<parent step key>.<number>``; set at the first claim.
         self.path = ""
         base = parent.digest if parent is not None else ""
-        self.follows = base if key is None else hashlib.sha256(f"{base}\0durable_key\0{key}".encode()).hexdigest()
+        self.follows: str = base if key is None else hashlib.sha256(f"{base}\0durable_key\0{key}".encode()).hexdigest()
         #: Whether claims still look for recorded entries; off once the run has diverged.
-        self.reads = parent.reads_nested_runs if parent is not None else True
+        self.reads: bool = parent.reads_nested_runs if parent is not None else True
         self._positions = count(1)
         #: The steps claimed in this try, in position order.
         self.steps: list[JournalStep] = []
@@ -369,7 +370,8 @@ class DurableRun:
             if isinstance(tokens, int):
                 journal.stats.tokens_saved += tokens
         else:
-            reasons = {
+            # Keyed by object: the state read from storage may be anything, or missing.
+            reasons: dict[object, str] = {
                 _MASKED: "its recorded result held a secret and is stored masked",
                 _FAILED: "it failed on an earlier try",
                 _DISCARDED: "an earlier try discarded it",

@@ -128,7 +128,9 @@ class FakeOpenAIServer:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        # After bind, an AF_INET server's address is getsockname()'s (str, int); typeshed types it as
+        # every address bind() accepts, bytes included.
+        return f"http://{host}:{port}/v1"  # type: ignore[str-bytes-safe]
 
     @property
     def requests(self) -> list[RecordedRequest]:
