@@ -17,7 +17,7 @@ import dataclasses
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -45,22 +45,29 @@ from airflow.providers.common.ai.durable.journal import (
 try:
     from agents import (
         Agent,
+        AgentOutputSchemaBase,
         FunctionTool,
+        Handoff,
         MaxTurnsExceeded,
         Model,
         ModelBehaviorError,
         ModelProvider,
         ModelRefusalError,
         ModelResponse,
+        ModelSettings,
+        ModelTracing,
         OutputGuardrailTripwireTriggered,
         RunConfig,
         Runner,
         RunResult,
+        Tool,
         ToolInputGuardrailTripwireTriggered,
         ToolOutputGuardrailTripwireTriggered,
+        TResponseInputItem,
         Usage,
     )
     from agents.run_state import RunState
+    from openai.types.responses import ResponseFunctionToolCall, ResponsePromptParam
 except ImportError as error:  # pragma: no cover - openai-agents is a dependency
     from airflow.exceptions import AirflowOptionalProviderFeatureException
 
@@ -188,19 +195,19 @@ class _DurableModel(Model):
 
     async def get_response(
         self,
-        system_instructions,
-        input,
-        model_settings,
-        tools,
-        output_schema,
-        handoffs,
-        tracing,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
         *,
-        previous_response_id,
-        conversation_id,
-        prompt,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
-        call = {
+        call: dict[str, Any] = {
             "system_instructions": system_instructions,
             "input": input,
             "model_settings": model_settings,
@@ -250,7 +257,7 @@ class _DurableModelProvider(ModelProvider):
             await self.wrapped.aclose()
 
 
-def _is_journaled(tool: Any) -> bool:
+def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
     # Hosted, shell and computer tools are not FunctionTools, MCP tools are not in agent.tools, and
     # a function deciding on approval at run time may decide differently on the retry.
     return isinstance(tool, FunctionTool) and not callable(tool.needs_approval)
@@ -336,9 +343,7 @@ class _DurableAgentRun:
         """Claim the journaled tool calls of an answer in the order the model listed them."""
         journaled = {tool.name for tool in tools if getattr(tool, _JOURNALED, False)}
         calls = [
-            item
-            for item in response.output
-            if getattr(item, "type", None) == "function_call" and item.name in journaled
+            item for item in response.output if isinstance(item, ResponseFunctionToolCall) and item.name in journaled
         ]
         # Two calls under one id cannot be told apart on the retry: they run live.
         repeated = {call_id for call_id, n in Counter(call.call_id for call in calls).items() if n > 1}
