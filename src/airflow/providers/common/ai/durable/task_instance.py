@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow.providers.common.ai.durable.journal import DurableJournal
 from airflow.providers.common.ai.durable.storage import JournalStorage
@@ -11,6 +12,18 @@ from airflow.providers.common.ai.durable.storage import JournalStorage
 log = logging.getLogger(__name__)
 
 CACHE_PATH_EXAMPLE = "file:///tmp/airflow_durable_cache"
+
+# The Airflow providers that register the filesystems of the usual object stores.
+_FILESYSTEM_PROVIDERS = {
+    "s3": "apache-airflow-providers-amazon[s3fs] (it brings s3fs)",
+    "s3a": "apache-airflow-providers-amazon[s3fs] (it brings s3fs)",
+    "gs": "apache-airflow-providers-google (it brings gcsfs)",
+    "gcs": "apache-airflow-providers-google (it brings gcsfs)",
+    "abfs": "apache-airflow-providers-microsoft-azure (it brings adlfs)",
+    "abfss": "apache-airflow-providers-microsoft-azure (it brings adlfs)",
+    "adl": "apache-airflow-providers-microsoft-azure (it brings adlfs)",
+    "az": "apache-airflow-providers-microsoft-azure (it brings adlfs)",
+}
 
 # The journals this process opened, by task instance try; the success listener takes them back.
 _journals: dict[tuple[str, str, str, int, int], DurableJournal] = {}
@@ -57,16 +70,54 @@ def storage_for_task(context: Any) -> JournalStorage:
             "Durable execution needs [common.ai] durable_cache_path on Airflow before 3.3: set it to an "
             f"ObjectStorage URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH={CACHE_PATH_EXAMPLE}"
         )
-    from airflow.sdk import ObjectStoragePath
-
     from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
 
-    return ObjectStorageStorage(
-        ObjectStoragePath(cache_path),
-        dag_id=ti.dag_id,
-        run_id=ti.run_id,
-        task_id=ti.task_id,
-        map_index=ti.map_index,
+    base = _cache_path_base(cache_path)
+    try:
+        # Loads the filesystem now, so that a missing library fails the try before any call.
+        return ObjectStorageStorage(
+            base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index
+        )
+    except ImportError as error:
+        raise AirflowConfigException(
+            f"[common.ai] durable_cache_path uses {base.protocol}://, whose filesystem could not load on this "
+            f"worker: {error}"
+        ) from error
+
+
+def _cache_path_base(cache_path: str) -> Any:
+    """
+    The ``ObjectStoragePath`` of ``durable_cache_path``; refuses, naming the option and the fix, a
+    scheme whose filesystem is not installed and a local path that is not absolute.
+    """
+    from airflow.exceptions import AirflowConfigException
+    from airflow.sdk import ObjectStoragePath
+    from airflow.sdk.io import has_fs
+
+    scheme, host, path = urlsplit(cache_path)[:3]
+    if scheme in ("", "file", "local"):
+        # ObjectStoragePath reads "file://dir" and "dir" relative to the working directory, which
+        # differs between workers and between tries, and "file:dir" as "/dir".
+        if host or not path.startswith("/"):
+            raise AirflowConfigException(
+                f"[common.ai] durable_cache_path {cache_path!r} is not an absolute local path, which each worker "
+                "would resolve on its own: write file:/// and the absolute path, "
+                f"for example {CACHE_PATH_EXAMPLE}"
+            )
+    elif not has_fs(scheme):
+        raise AirflowConfigException(
+            f"[common.ai] durable_cache_path uses {scheme}://, for which no filesystem is installed on this worker: "
+            f"{_what_to_install(scheme)} on every worker"
+        )
+    return ObjectStoragePath(cache_path)
+
+
+def _what_to_install(scheme: str) -> str:
+    if scheme in _FILESYSTEM_PROVIDERS:
+        return f"install {_FILESYSTEM_PROVIDERS[scheme]}"
+    return (
+        f"install the Airflow provider that registers a filesystem for {scheme}://, "
+        "or use file:///..., s3://CONN_ID@bucket/path or gs://CONN_ID@bucket/path"
     )
 
 
