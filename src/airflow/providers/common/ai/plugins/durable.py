@@ -1,6 +1,6 @@
 """
 The plugin that ends each durable try: it logs the try's summary and, once the task instance
-succeeded, deletes its journal.
+is done (succeeded, or skipped itself), deletes its journal.
 
 A listener, not code in the agent helpers, because the journal belongs to the task: a ``@task``
 that runs two agents and fails in the second must replay the first as well, so nothing may be
@@ -15,13 +15,9 @@ import sys
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
+from airflow.providers.common.compat.sdk import hookimpl
 
 from airflow.providers.common.ai.durable.task_instance import take_journal
-
-try:
-    from airflow.sdk._shared.listeners import hookimpl
-except ImportError:  # pragma: no cover - older layout
-    from airflow.listeners import hookimpl
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +34,13 @@ def _finish(task_instance: Any, *, succeeded: bool) -> None:
 
 @hookimpl
 def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
+    _finish(task_instance, succeeded=True)
+
+
+@hookimpl
+def on_task_instance_skipped(previous_state: Any, task_instance: Any) -> None:
+    # A task that skipped itself (AirflowSkipException) after its agent ran will not run again
+    # unless cleared, like a successful one: a clear then starts over.
     _finish(task_instance, succeeded=True)
 
 
