@@ -169,6 +169,8 @@ def test_a_retry_sends_only_the_request_the_failed_try_could_not_complete(given)
     model_calls = len(script) - 1
     assert task.replayed == {"model": model_calls, "tool": 2}
     assert task.journal.stats.ran_live == {"model": 1}
+    # Replayed answers cost nothing in this try; the live one what the server reported.
+    assert [response.usage.total_tokens for response in result.raw_responses] == [0] * model_calls + [15]
 
 
 # An agent used as a tool is one journaled call: its replay never reaches the inner model.

@@ -77,6 +77,9 @@ class TaskInstance:
     def succeeded(self) -> None:
         listener.on_task_instance_success(previous_state="running", task_instance=self.ti)
 
+    def skipped(self) -> None:
+        listener.on_task_instance_skipped(previous_state="running", task_instance=self.ti)
+
     def failed(self) -> None:
         listener.on_task_instance_failed(previous_state="running", task_instance=self.ti, error=RuntimeError())
 
@@ -137,6 +140,21 @@ def test_when_the_task_instance_succeeds_its_journal_is_deleted_with_what_every_
     triage, model = agent(lookups, LOOKUP, [assistant_message("Login problem.")])
     run_durably_sync(triage, "Triage T-1.")
     assert (len(model.calls), lookups.runs) == (2, ["T-1", "T-1"])
+
+
+def test_a_task_that_skipped_itself_after_its_agent_ran_deletes_its_journal_like_success(task):
+    lookups = Lookups()
+    task.start_try()
+    with pytest.raises(ConnectionError):
+        run_durably_sync(agent(lookups, LOOKUP, ConnectionError("outage"))[0], "Triage T-1.")
+    task.failed()
+
+    task.start_try()
+    run_durably_sync(agent(lookups, [assistant_message("Nothing to do.")])[0], "Triage T-1.")
+    assert task.stored()
+    task.skipped()  # the task raised AirflowSkipException after the agent answered
+
+    assert task.stored() == set()
 
 
 def test_a_task_that_failed_for_good_keeps_its_journal_and_a_clear_replays_it(task):
