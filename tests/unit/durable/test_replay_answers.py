@@ -215,29 +215,30 @@ def test_a_tool_call_whose_call_id_changed_runs_live(call_id, lyon_runs):
 # The format version of an entry.
 
 
-@pytest.mark.parametrize("stored_format", [FORMAT_VERSION, 99], ids=["current", "unknown"])
-def test_an_answer_that_matches_in_everything_but_an_unknown_format_runs_live(stored_format, caplog):
+@pytest.mark.parametrize("stored_format", [FORMAT_VERSION, 99], ids=["current-format", "unknown-format"])
+@pytest.mark.parametrize("answer", ["first", "second"])
+def test_an_answer_that_matches_in_everything_but_an_unknown_format_runs_live(answer, stored_format, caplog):
     tools, task = Tools(), Task()
     first = model([call("weather", "c1", city="Paris")], [call("weather", "c2", city="Lyon")], RuntimeError())
     task.failing_attempt(agent(first, [tools.weather]), RuntimeError)
-    # The second answer: kind, name, fingerprint and follows stay as recorded, only the format changes.
-    entry = json.loads(task.storage.entries["1.3"])
+    # Kind, name, fingerprint and follows stay as recorded: only the format changes.
+    key = {"first": "1.1", "second": "1.3"}[answer]
+    entry = json.loads(task.storage.entries[key])
     assert (entry["format"], entry["kind"], entry["state"]) == (FORMAT_VERSION, "model", "done")
-    task.storage.entries["1.3"] = json.dumps({**entry, "format": stored_format})
+    task.storage.entries[key] = json.dumps({**entry, "format": stored_format})
 
-    replays = stored_format == FORMAT_VERSION
-    second = model(*([] if replays else [[call("weather", "c2", city="Lyon")]]), [assistant_message("Sunny.")])
+    # From the unreadable answer on, everything runs live; before it, everything replays.
+    live = 0 if stored_format == FORMAT_VERSION else {"first": 2, "second": 1}[answer]
+    answers = [[call("weather", "c1", city="Paris")], [call("weather", "c2", city="Lyon")]]
+    second = model(*answers[2 - live :], [assistant_message("Sunny.")])
     with caplog.at_level(logging.WARNING):
         assert task.attempt(agent(second, [tools.weather])).final_output == "Sunny."
 
-    if replays:
-        assert (len(second.calls), task.replayed) == (1, {"model": 2, "tool": 2})
-        assert tools.runs == {"weather Paris": 1, "weather Lyon": 1}
-    else:
-        # The first answer and its tool call replay; from the unreadable entry on, everything runs live.
-        assert (len(second.calls), task.replayed) == (2, {"model": 1, "tool": 1})
-        assert second.calls[0].input == first.calls[1].input
-        assert tools.runs == {"weather Paris": 1, "weather Lyon": 2}
+    assert len(second.calls) == live + 1
+    assert second.calls[0].input == first.calls[2 - live].input
+    assert task.replayed == ({"model": 2 - live, "tool": 2 - live} if live < 2 else {})
+    assert tools.runs == {"weather Paris": 1 + (live == 2), "weather Lyon": 1 + (live >= 1)}
+    if live:
         assert "the recorded entry has format 99" in caplog.text
 
 
