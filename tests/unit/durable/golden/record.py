@@ -1,0 +1,99 @@
+"""
+Record the golden journals: run each scenario of ``scenarios.py`` with ``run_durably_sync`` and
+write every entry it leaves in storage, byte for byte, as ``<scenario>/<key>.json``.
+
+Run by hand from the repository root::
+
+    .venv/bin/python tests/unit/durable/golden/record.py          # into golden/format_<FORMAT_VERSION>
+    .venv/bin/python tests/unit/durable/golden/record.py DIR      # into DIR, to compare
+
+The recording is deterministic (scripted models, fixed call ids, a fixed ``[core] fernet_key``):
+every run writes the same bytes. ``tests/unit/durable/test_journal_format.py`` records into a
+temporary directory and fails when the files differ from the checked-in ones, and replays the
+checked-in ones.
+
+A golden directory is never rewritten. When the recording differs, the stored format changed,
+whether through a change of the journal's fields or encodings or of what the SDK dumps for its
+own types: journals already written by a failed try in that format must still replay, or be set
+aside with a log line. So bump ``FORMAT_VERSION`` in ``durable/journal.py`` and record a new
+directory (``format_3``), keep ``format_2`` as it is, and make the test of ``format_2`` pin what
+this release does with it (replay it, or set it aside as the test of ``format_1`` does). This
+script refuses to write over a golden directory that holds something else.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+GOLDEN = Path(__file__).parent
+
+
+def _quiet_airflow_home() -> None:
+    # Before anything imports Airflow, which reads its configuration once: never the user's home.
+    if "AIRFLOW_HOME" not in os.environ:
+        home = tempfile.mkdtemp(prefix="common-ai-golden-airflow-home-")
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        os.environ["AIRFLOW_HOME"] = home
+    os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
+
+def recording() -> dict[str, dict[str, str]]:
+    """Each scenario's golden files: file name to text, by scenario name."""
+    from scenarios import FERNET_KEY, SCENARIOS, golden_files, recorded
+
+    from airflow.providers.common.ai.durable.fingerprint import fingerprint_key
+
+    os.environ["AIRFLOW__CORE__FERNET_KEY"] = FERNET_KEY
+    fingerprint_key.cache_clear()
+    return {scenario.name: dict(golden_files(recorded(scenario))) for scenario in SCENARIOS}
+
+
+def stored(directory: Path) -> dict[str, dict[str, str]]:
+    """The golden files under ``directory``, as :func:`recording` returns them."""
+    return {
+        scenario.name: {path.name: path.read_text(encoding="utf-8") for path in sorted(scenario.glob("*.json"))}
+        for scenario in sorted(directory.iterdir())
+        if scenario.is_dir()
+    }
+
+
+def write(files: dict[str, dict[str, str]], directory: Path) -> None:
+    for scenario, entries in files.items():
+        (directory / scenario).mkdir(parents=True, exist_ok=True)
+        for name, text in entries.items():
+            # Bytes as the journal stored them: no newline added, UTF-8 whatever the locale.
+            (directory / scenario / name).write_bytes(text.encode("utf-8"))
+
+
+def main(argv: list[str]) -> int:
+    _quiet_airflow_home()
+    from airflow.providers.common.ai.durable.journal import FORMAT_VERSION
+
+    files = recording()
+    if len(argv) > 1:
+        write(files, Path(argv[1]))
+        return 0
+    directory = GOLDEN / f"format_{FORMAT_VERSION}"
+    if not directory.exists():
+        write(files, directory)
+        print(f"Recorded {sum(map(len, files.values()))} entries into {directory}")
+        return 0
+    if stored(directory) == files:
+        print(f"{directory} is what this code records: nothing to do")
+        return 0
+    print(
+        f"{directory} holds something else than this code records: the stored format changed. Bump "
+        f"FORMAT_VERSION and record format_{FORMAT_VERSION + 1}; never rewrite a checked-in golden directory",
+        file=sys.stderr,
+    )
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
