@@ -202,11 +202,6 @@ def test_a_golden_journal_replayed_under_another_fernet_key_runs_live_naming_the
     assert "fingerprinted with another key" in caplog.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="JournalStep.running marks any BaseException failed, so a call cut off by the task's timeout "
-    "leaves no in-flight mark and the next try does not warn with its idempotency key",
-)
 def test_a_tool_call_cut_off_by_the_task_timeout_keeps_its_in_flight_mark(golden_key):
     @function_tool
     def send_mail(to: str) -> str:

@@ -198,15 +198,21 @@ class JournalStep:
 
         With ``mark_in_flight``, the step is written as started first, so a try that dies during
         the call leaves the next try a record that this call was interrupted. An exception out of
-        the block marks the step failed.
+        the block marks the step failed; a ``BaseException`` that is not an ``Exception`` (a task
+        timeout, a cancellation) leaves it marked in flight.
         """
         if mark_in_flight:
             self._mark(_IN_FLIGHT, "in-flight mark")
         token = _running_step.set(self)
         try:
             yield self
-        except BaseException as error:
+        except Exception as error:
             self.fail(f"it raised {type(error).__name__}")
+            raise
+        except BaseException:
+            # Cut off (the task's timeout, a cancellation, the process exiting): the call may have
+            # done its work, so its in-flight mark stays and the next try warns with its key.
+            self._finish()
             raise
         finally:
             _running_step.reset(token)
