@@ -51,7 +51,8 @@ def get_provider_info() -> dict[str, Any]:
                     "durable_cache_path": {
                         "description": (
                             "Where durable agent journals live on Airflow before 3.3: an ObjectStorage URI\n"
-                            "(file:///... for one machine, s3://... or gs://... for workers that share nothing).\n"
+                            "(file:///... for one machine; s3://CONN_ID@bucket/path or gs://CONN_ID@bucket/path for\n"
+                            "workers that share nothing, CONN_ID naming the Airflow connection to use).\n"
                             "Empty: durable execution is refused on Airflow before 3.3.\n"
                             "On Airflow 3.3+ the task state store is used and this option is ignored.\n"
                         ),
