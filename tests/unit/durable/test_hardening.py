@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections import Counter
+from urllib.parse import quote, quote_plus
 
 import pytest
 from agents import (
@@ -17,11 +18,11 @@ from agents import (
     tool_output_guardrail,
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
+from airflow.providers.common.compat.sdk import mask_secret
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
-from airflow.providers.common.compat.sdk import mask_secret
 
 
 class WorkerDied(BaseException):
@@ -73,8 +74,6 @@ def test_a_tool_call_whose_arguments_held_a_secret_reaches_the_tool_with_the_rea
     task.failing_attempt(Agent(name="a", model=first, tools=[log_in]), RuntimeError)
     stored = json.dumps(task.storage.entries, ensure_ascii=False)
     # Not in plain, not JSON-escaped (as in the arguments string), not URL-encoded.
-    from urllib.parse import quote, quote_plus
-
     for form in {password, json.dumps(password)[1:-1], quote(password), quote_plus(password)}:
         assert form not in stored, form
 
@@ -110,6 +109,35 @@ def test_a_secret_url_encoded_inside_a_tool_output_is_masked_and_the_tool_runs_a
     assert "t0ken%2Fwith%2Bplus" not in json.dumps(task.storage.entries)
     task.attempt(Agent(name="a", model=scripted([assistant_message("ok")]), tools=[callback_url]))
     assert runs["callback_url"] == 2
+
+
+SECRET = 'c0nn "pass\\word"/ü+%'
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda secret: json.dumps(secret),
+        lambda secret: json.dumps(json.dumps({"password": secret})),
+        lambda secret: json.dumps(secret, ensure_ascii=True),
+        lambda secret: quote(secret),
+        lambda secret: quote_plus(secret),
+        lambda secret: quote(json.dumps({"password": secret})),
+    ],
+    ids=["json", "json-in-json", "json-ascii", "url", "url-plus", "json-in-url"],
+)
+def test_a_secret_in_an_escaped_or_encoded_form_never_reaches_storage_and_the_step_is_not_replayed(encode):
+    mask_secret(SECRET)
+    storage = InMemoryStorage()
+    with DurableJournal(storage).run() as run:
+        step = run.claim("tool", "config", "f")
+        assert not step.record({"text": f"the config is {encode(SECRET)} and more"})
+    stored = storage.entries["1.1"]
+    assert json.loads(stored)["state"] == "masked"
+    for form in (SECRET, encode(SECRET), json.dumps(SECRET)[1:-1], quote(SECRET), quote_plus(SECRET)):
+        assert form not in stored and form not in json.loads(stored)["result"]["text"]
+    with DurableJournal(storage).run() as run:
+        assert not run.claim("tool", "config", "f").replayed
 
 
 # Runs that run concurrently

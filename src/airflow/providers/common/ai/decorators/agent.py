@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.providers.common.compat.sdk import SET_DURING_EXECUTION
 from airflow.sdk.bases.decorator import (
     DecoratedOperator,
     TaskDecorator,
     determine_kwargs,
     task_decorator_factory,
 )
-from airflow.sdk.definitions._internal.types import SET_DURING_EXECUTION
 from airflow.sdk.definitions.context import context_merge
 
 from airflow.providers.common.ai.operators.agent import AgentOperator

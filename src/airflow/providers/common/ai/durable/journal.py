@@ -1,8 +1,9 @@
 """
 The durable journal of one task instance, neutral of any agent framework.
 
-A journal holds agent runs, numbered in the order a try starts them; a run started while a step
-runs is numbered under that step. A run holds steps at positions 1, 2, ... A step is claimed with
+A journal holds agent runs; a run started while a step runs is numbered under that step. A run
+takes its number at its first call: the number of the recorded run whose first call asked the
+same, else a new one. A run holds steps at positions 1, 2, ... A step is claimed with
 a kind, a name and a fingerprint of what it asks: it replays the matching recorded entry, or runs
 live and is recorded when it completes, or fails and is not recorded. The first step of a run
 that does not match its entry runs live, and so does every later step of that run.
@@ -48,6 +49,13 @@ _DONE, _IN_FLIGHT, _STARTED, _FAILED, _DISCARDED, _MASKED = (
     "discarded",
     "masked",
 )
+# Why an entry in each other state runs live. Keyed by object: a state read from storage may be anything.
+_WHY_LIVE: dict[object, str] = {
+    _MASKED: "its recorded result held a secret and is stored masked",
+    _FAILED: "it failed on an earlier try",
+    _DISCARDED: "an earlier try discarded it",
+    _STARTED: "an earlier try started it and never finished it",
+}
 #: The entry naming every step that runs were started under, for clean-up (no run is numbered 0).
 _INDEX_KEY = "0"
 
@@ -62,8 +70,7 @@ def _json_unescaped(text: str) -> str:
     return _JSON_ESCAPE.sub(lambda match: json.loads(f'"{match.group()}"'), text)
 
 
-def _decoded_forms(text: str) -> Iterator[str]:
-    """``text`` read as JSON-escaped and as URL-encoded: forms a secret may hide in."""
+def _decoded_once(text: str) -> Iterator[str]:
     if "\\" in text:
         yield _json_unescaped(text)
     if "%" in text or "+" in text:
@@ -71,18 +78,25 @@ def _decoded_forms(text: str) -> Iterator[str]:
         yield unquote_plus(text)
 
 
+def _decoded_forms(text: str, *, depth: int = 3) -> Iterator[str]:
+    """``text`` read as JSON-escaped and as URL-encoded, up to ``depth`` times: forms a secret may hide in."""
+    seen, layer = {text}, [text]
+    for _ in range(depth):
+        layer = [form for item in layer for form in _decoded_once(item) if form not in seen]
+        seen.update(layer)
+        yield from layer
+
+
 def _masked_text(text: str) -> str:
     """``text`` with every secret the masker knows replaced, also where it sits escaped or encoded."""
-    for _ in range(4):  # a secret escaped in JSON inside a URL, and the like
-        text = _redact(text)
-        for decoded in _decoded_forms(text):
-            if _redact(decoded) != decoded:
-                # The secret only shows once decoded: store the decoded form, masked.
-                text = decoded
-                break
-        else:
-            return text
-    return _redact(text)
+    masked = _redact(text)
+    for _ in range(4):
+        # A secret that only shows once decoded: the decoded form is stored, masked.
+        revealing = next((form for form in _decoded_forms(masked) if _redact(form) != form), None)
+        if revealing is None:
+            return masked
+        masked = _redact(revealing)
+    return masked
 
 
 def _masked(value: Any) -> tuple[Any, bool]:
@@ -376,14 +390,8 @@ class DurableRun:
             if isinstance(tokens, int):
                 journal.stats.tokens_saved += tokens
         else:
-            # Keyed by object: the state read from storage may be anything, or missing.
-            reasons: dict[object, str] = {
-                _MASKED: "its recorded result held a secret and is stored masked",
-                _FAILED: "it failed on an earlier try",
-                _DISCARDED: "an earlier try discarded it",
-                _STARTED: "an earlier try started it and never finished it",
-            }
-            log.info("Durable: runs live step=%s reason=%r", step.describe(), reasons.get(state, f"state {state!r}"))
+            reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
+            log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
 
     def _diverge(self, step: JournalStep, reason: str) -> None:
         self.reads = False

@@ -154,7 +154,7 @@ class AgentOperator(BaseOperator):
 
 
 def _check_prompt(prompt: Any, task_id: str, *, when_rendered: bool) -> None:
-    from airflow.sdk.definitions._internal.types import SET_DURING_EXECUTION
+    from airflow.providers.common.compat.sdk import SET_DURING_EXECUTION
 
     if prompt is SET_DURING_EXECUTION and not when_rendered:
         return  # @task.agent: the decorated function returns it when the task runs
@@ -175,7 +175,7 @@ def _check_prompt(prompt: Any, task_id: str, *, when_rendered: bool) -> None:
 
 def _is_resolved_at_run_time(value: Any) -> bool:
     """An XComArg or another value Airflow resolves before ``execute``."""
-    from airflow.sdk.definitions._internal.mixins import ResolveMixin
+    from airflow.providers.common.ai._airflow_private import ResolveMixin
 
     return isinstance(value, ResolveMixin)
 
