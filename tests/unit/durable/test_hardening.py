@@ -9,6 +9,7 @@ from collections import Counter
 from urllib.parse import quote, quote_plus
 
 import pytest
+import tries
 from agents import (
     Agent,
     RunContextWrapper,
@@ -19,35 +20,19 @@ from agents import (
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 from airflow.providers.common.compat.sdk import mask_secret
+from tries import WorkerDied
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
-class WorkerDied(BaseException):
-    """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
-
-
 def scripted(*steps) -> ScriptedModel:
     return ScriptedModel(list(steps))
 
 
-class Task:
-    """The tries of one task instance: one storage, a new journal per try."""
-
-    def __init__(self, storage=None) -> None:
-        self.storage = storage if storage is not None else InMemoryStorage()
-        self.journal: DurableJournal | None = None
-
-    def attempt(self, agent: Agent, prompt: str = "go", **kwargs):
-        self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal):
-            return run_durably_sync(agent, prompt, **kwargs)
-
-    def failing_attempt(self, agent: Agent, error=Exception, **kwargs):
-        with pytest.raises(error):
-            self.attempt(agent, **kwargs)
+class Task(tries.Task):
+    prompt = "go"
 
 
 # Secrets (R-25)

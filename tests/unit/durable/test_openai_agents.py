@@ -28,6 +28,7 @@ from agents import (
 )
 from agents.models.multi_provider import MultiProvider
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import (
@@ -35,12 +36,6 @@ from airflow.providers.common.ai.durable.openai_agents import (
     run_durably,
     run_durably_sync,
 )
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
-
-
-class WorkerDied(BaseException):
-    """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
-
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
 
@@ -74,23 +69,6 @@ class Tools:
             return f"sent to {to}"
 
         self.weather, self.send_mail = weather, send_mail
-
-
-class Task:
-    """The tries of one task instance: one journal storage, a new journal per try."""
-
-    def __init__(self) -> None:
-        self.storage = InMemoryStorage()
-        self.journal: DurableJournal | None = None
-
-    def attempt(self, agent: Agent, prompt="What is the weather in Paris?", **kwargs):
-        self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal):
-            return run_durably_sync(agent, prompt, **kwargs)
-
-    def failing_attempt(self, agent: Agent, error=Exception, **kwargs):
-        with pytest.raises(error):
-            self.attempt(agent, **kwargs)
 
 
 def weather_agent(tools: Tools, scripted: ScriptedModel, **kwargs) -> Agent:

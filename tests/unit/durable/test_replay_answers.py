@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 
 import pytest
+import tries
 from agents import (
     Agent,
     GuardrailFunctionOutput,
@@ -34,8 +35,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 from pydantic import BaseModel
 
-from airflow.providers.common.ai.durable.journal import FORMAT_VERSION, DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.journal import FORMAT_VERSION
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
@@ -88,31 +88,8 @@ class Tools:
         self.weather, self.send_mail = weather, send_mail
 
 
-class Task:
-    """The tries of one task instance: one storage, a new journal per try, as a new worker has."""
-
-    def __init__(self, storage: InMemoryStorage | None = None) -> None:
-        self.storage = storage or InMemoryStorage()
-        self.journal: DurableJournal | None = None
-
-    def attempt(self, agent: Agent, prompt: str = PROMPT, **kwargs):
-        self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal):
-            return run_durably_sync(agent, prompt, **kwargs)
-
-    def failing_attempt(self, agent: Agent, error: type[BaseException] = Exception, **kwargs) -> None:
-        with pytest.raises(error):
-            self.attempt(agent, **kwargs)
-
-    @property
-    def replayed(self) -> Counter[str]:
-        assert self.journal is not None
-        return self.journal.stats.replayed
-
-    @property
-    def ran_live(self) -> Counter[str]:
-        assert self.journal is not None
-        return self.journal.stats.ran_live
+class Task(tries.Task):
+    prompt = PROMPT
 
 
 def agent(scripted: ScriptedModel, tools: list, **kwargs) -> Agent:

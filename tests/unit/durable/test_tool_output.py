@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import tries
 from agents import Agent, RunHooks, ToolOutputFileContent, ToolOutputImage, ToolOutputText, UserError, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -23,9 +24,6 @@ from airflow.providers.common.ai.durable._tool_output import (
     decode_tool_output,
     encode_tool_output,
 )
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 class Color(enum.Enum):
@@ -312,17 +310,8 @@ class ToolResults(RunHooks):
             raise HookFailed("the try fails after the tool's output was recorded")
 
 
-class Task:
-    """The tries of one task instance: one storage, a new journal per try."""
-
-    def __init__(self) -> None:
-        self.storage = InMemoryStorage()
-        self.journal: DurableJournal | None = None
-
-    def attempt(self, agent: Agent, **kwargs):
-        self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal):
-            return run_durably_sync(agent, "Go.", **kwargs)
+class Task(tries.Task):
+    prompt = "Go."
 
 
 def producing_tool(output: Any, declared_type: Any, runs: Counter):

@@ -1,0 +1,46 @@
+"""The tries of one task instance, for tests that run agents through run_durably_sync."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from agents import Agent
+
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage, JournalStorage
+
+
+class WorkerDied(BaseException):
+    """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
+
+
+class Task:
+    """One storage, and a new journal per try, as a new worker has; ``prompt`` is each try's input."""
+
+    prompt: Any = "What is the weather in Paris?"
+
+    def __init__(self, storage: JournalStorage | None = None) -> None:
+        self.storage = storage if storage is not None else InMemoryStorage()
+        self.journal: DurableJournal | None = None
+
+    def attempt(self, agent: Agent, prompt: Any = None, **kwargs: Any) -> Any:
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal):
+            return run_durably_sync(agent, self.prompt if prompt is None else prompt, **kwargs)
+
+    def failing_attempt(self, agent: Agent, error: type[BaseException] = Exception, **kwargs: Any) -> None:
+        with pytest.raises(error):
+            self.attempt(agent, **kwargs)
+
+    @property
+    def replayed(self) -> Counter[str]:
+        assert self.journal is not None
+        return self.journal.stats.replayed
+
+    @property
+    def ran_live(self) -> Counter[str]:
+        assert self.journal is not None
+        return self.journal.stats.ran_live
