@@ -14,7 +14,6 @@ from agents import (
     GuardrailFunctionOutput,
     MaxTurnsExceeded,
     ModelBehaviorError,
-    ModelRetrySettings,
     ModelSettings,
     OutputGuardrailTripwireTriggered,
     RunConfig,
@@ -27,7 +26,7 @@ from agents import (
     output_guardrail,
 )
 from agents.models.multi_provider import MultiProvider
-from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from agents.testing import ScriptedModel, assistant_message, function_call
 from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
@@ -248,26 +247,6 @@ def test_an_answer_that_tripped_an_output_guardrail_is_asked_again_on_retry():
     second = model([assistant_message("sun")])
     assert task.attempt(weather_agent(tools, second, output_guardrails=[no_rain])).final_output == "sun"
     assert (len(second.calls), tools.runs["weather"]) == (1, 1)
-
-
-def test_a_request_the_sdk_retried_keeps_its_position_for_the_next_try():
-    task, tools = Task(), Tools()
-    retry = ModelSettings(
-        retry=ModelRetrySettings(max_retries=2, policy=lambda context: isinstance(context.error, ConnectionError))
-    )
-    first = model(
-        [call("weather", "c1", city="Paris")],
-        ModelStep.raise_error(ConnectionError("blip")),
-        [call("weather", "c2", city="Lyon")],
-        RuntimeError("outage"),
-    )
-    task.failing_attempt(weather_agent(tools, first, model_settings=retry))
-    assert len(first.calls) == 4  # the second request was sent twice, at one position
-
-    second = model([assistant_message("done")])
-    task.attempt(weather_agent(tools, second, model_settings=retry))
-    assert len(second.calls) == 1
-    assert tools.runs == {"weather": 2}
 
 
 def test_models_of_handoff_agents_named_models_and_run_config_models_are_journaled():
