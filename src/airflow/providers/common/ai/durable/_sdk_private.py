@@ -35,13 +35,35 @@ PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {
 }
 
 
+#: Private module-level names, by module. AgentRunner: run_durably_sync is the SDK's own run_sync
+#: around the journaled run, so the event loop, cancellation and error handling are the SDK's;
+#: only a runner subclass reaches it. _close_runner_owned_model_provider: a run that wraps a
+#: provider the SDK would have created closes it as the SDK does (errors logged, not raised).
+#: The agent_tool_state functions: the only record that an agent used as a tool stopped for an
+#: approval (its tool returns as if it completed).
+PRIVATE_MODULE_NAMES: dict[str, tuple[str, ...]] = {
+    "agents.run": ("AgentRunner",),
+    "agents.run_internal.model_provider_lifecycle": ("_close_runner_owned_model_provider",),
+    "agents.agent_tool_state": ("get_agent_tool_state_scope", "peek_agent_tool_run_result"),
+}
+
+
 def missing_private_names() -> list[str]:
     """The private names above that this SDK version no longer has."""
+    import importlib
+
     import agents.tool
 
     missing = [name for name, owner in PRIVATE_ATTRIBUTES.items() if not hasattr(owner(), name)]
     if getattr(agents.tool, "_DEFAULT_FAILURE_HANDLED_ATTR", None) != DEFAULT_FAILURE_HANDLED:
         missing.append(DEFAULT_FAILURE_HANDLED)
+    for module_name, names in PRIVATE_MODULE_NAMES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            missing.extend(f"{module_name}.{name}" for name in names)
+            continue
+        missing.extend(f"{module_name}.{name}" for name in names if not hasattr(module, name))
     return missing
 
 
@@ -77,6 +99,30 @@ def custom_failure_formatter(tool: FunctionTool) -> Any | None:
 
 def set_custom_failure_formatter(tool: FunctionTool, formatter: Any) -> None:
     setattr(tool, FAILURE_ERROR_FUNCTION, formatter)
+
+
+def use_default_failure_formatter(tool: FunctionTool) -> None:
+    """Format the tool's failures with the SDK's default, as if no failure_error_function were given."""
+    setattr(tool, USES_DEFAULT_FAILURE_ERROR_FUNCTION, True)
+    setattr(tool, FAILURE_ERROR_FUNCTION, None)
+
+
+async def close_runner_owned_model_provider(provider: Any) -> None:
+    """Close a provider the SDK would have created for the run, as the SDK closes it."""
+    from agents.run_internal.model_provider_lifecycle import _close_runner_owned_model_provider
+
+    await _close_runner_owned_model_provider(provider)
+
+
+def nested_agent_run_was_interrupted(context: Any) -> bool:
+    """Whether the agent that this tool call ran as a tool (``Agent.as_tool()``) stopped for an approval."""
+    from agents.agent_tool_state import get_agent_tool_state_scope, peek_agent_tool_run_result
+
+    tool_call = getattr(context, "tool_call", None)
+    if tool_call is None:
+        return False
+    result = peek_agent_tool_run_result(tool_call, scope_id=get_agent_tool_state_scope(context))
+    return bool(getattr(result, "interruptions", None))
 
 
 def declared_output_adapter(tool: FunctionTool) -> Any | None:

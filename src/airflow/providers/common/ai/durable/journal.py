@@ -194,6 +194,8 @@ class JournalStep:
         self.reads_nested_runs = run.reads
         # Whether this try wrote a mark (in flight, started) that a result or a failure must replace.
         self._marked = False
+        # Why this call, though it returned, did not complete and must not be recorded.
+        self._incomplete: str | None = None
         self._finished = False
 
     @property
@@ -240,6 +242,9 @@ class JournalStep:
         result that held a secret is stored masked and runs live again: a replay must never hand
         on ``***`` in place of the secret.
         """
+        if self._incomplete is not None:
+            self.fail(self._incomplete)
+            return False
         self._finish()
         masked, held_a_secret = _masked(result)
         state = _MASKED if held_a_secret else _DONE
@@ -247,6 +252,10 @@ class JournalStep:
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
         return written and not held_a_secret
+
+    def keep_live(self, reason: str) -> None:
+        """This call will return without having completed (a run it started stopped): never record it."""
+        self._incomplete = reason
 
     def not_recordable(self, reason: str) -> None:
         """This live step completed, but its result cannot be recorded: it runs again next try."""

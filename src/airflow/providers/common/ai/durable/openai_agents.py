@@ -23,10 +23,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from airflow.providers.common.ai.durable._sdk_private import (
     CLEANUP_ON_RUN_END,
+    close_runner_owned_model_provider,
     custom_failure_formatter,
     declared_output_adapter,
     default_failure_was_handled,
+    nested_agent_run_was_interrupted,
     set_custom_failure_formatter,
+    use_default_failure_formatter,
 )
 from airflow.providers.common.ai.durable._tool_output import (
     ToolOutputNotRecordable,
@@ -65,7 +68,9 @@ try:
         ToolOutputGuardrailTripwireTriggered,
         TResponseInputItem,
         Usage,
+        default_tool_error_function,
     )
+    from agents.run import AgentRunner
     from agents.run_state import RunState
     from openai.types.responses import ResponseFunctionToolCall, ResponsePromptParam
 except ImportError as error:  # pragma: no cover - openai-agents is a dependency
@@ -234,8 +239,15 @@ class _DurableModel(Model):
     async def _cleanup_on_run_end(self, owner: object) -> None:
         await getattr(self.wrapped, CLEANUP_ON_RUN_END)(owner)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _DurableModel:
+        # Run machinery, not data: a copied result shares it (it reaches the journal's lock).
+        return self
+
     def __getattr__(self, name: str) -> Any:
-        # The SDK reads optional private flags of a model (SUPPORTS_DEFAULT_PROMPT_CACHE_KEY).
+        # The SDK reads optional private flags of a model (SUPPORTS_DEFAULT_PROMPT_CACHE_KEY). Not
+        # for dunders, nor before __init__ ran (copy.deepcopy asks before "wrapped" is set).
+        if name.startswith("__") or "wrapped" not in self.__dict__:
+            raise AttributeError(name)
         return getattr(self.wrapped, name)
 
 
@@ -246,6 +258,9 @@ class _DurableModelProvider(ModelProvider):
         self.wrapped = wrapped
         self.durable = durable
         self.owned = owned
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _DurableModelProvider:
+        return self
 
     def get_model(self, model_name: str | None) -> Model:
         model = self.wrapped.get_model(model_name)
@@ -367,7 +382,12 @@ class _DurableAgentRun:
         # handling to the copy, and __post_init__ must not run again.
         durable = copy.copy(tool)
         setattr(durable, _JOURNALED, True)
-        if (formatter := custom_failure_formatter(durable)) is not None:
+        formatter = custom_failure_formatter(durable)
+        if formatter is default_tool_error_function:
+            # Given explicitly (Agent.as_tool() does): the SDK's default mode formats the same
+            # text, keeps the SDK's redaction of the error in traces, and says when it handled one.
+            use_default_failure_formatter(durable)
+        elif formatter is not None:
 
             def noting_failure(context: Any, error: Exception) -> Any:
                 if (failures := _handled_failures.get()) is not None:
@@ -408,6 +428,9 @@ class _DurableAgentRun:
         if failures or default_failure_was_handled(context):
             step.fail("the SDK passed the tool's exception to the model as text")
             return output
+        if nested_agent_run_was_interrupted(context):
+            step.fail("the agent it runs as a tool stopped for an approval, so the call did not complete")
+            return output
         try:
             recorded = encode_tool_output(output, declared)
         except ToolOutputNotRecordable as error:
@@ -444,6 +467,7 @@ def _journaled(
     if journal is None:
         yield agent, kwargs
         return
+    _refuse_server_side_conversation(kwargs)
     if kwargs.get("session") is not None or isinstance(input, RunState):
         log.warning(
             "Durable: this run is not journaled and runs live on every try: %s",
@@ -469,19 +493,24 @@ async def _run(
     journal: DurableJournal | None, durable_key: str | None, agent: Agent, input: Any, kwargs: dict[str, Any]
 ) -> RunResult:
     with _journaled(journal, durable_key, agent, kwargs, input) as (agent, kwargs):
+        provider = getattr(kwargs.get("run_config"), "model_provider", None)
         try:
-            return await Runner.run(agent, input, **kwargs)
+            result = await Runner.run(agent, input, **kwargs)
         finally:
-            if isinstance(provider := getattr(kwargs.get("run_config"), "model_provider", None), _DurableModelProvider):
-                await provider.aclose()
+            if isinstance(provider, _DurableModelProvider) and provider.owned:
+                # The SDK would have created and closed this provider itself: closed as it does.
+                await close_runner_owned_model_provider(provider.wrapped)
+    parent = running_step()
+    if journal is not None and result.interruptions and parent is not None and parent.run.journal is journal:
+        parent.keep_live("a run it started stopped for an approval, so the call did not complete")
+    return result
 
 
-def _checked(durable_key: Any, kwargs: dict[str, Any]) -> str | None:
+def _checked(durable_key: Any) -> str | None:
     if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
         raise ValueError(
             f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
         )
-    _refuse_server_side_conversation(kwargs)
     return durable_key
 
 
@@ -490,39 +519,39 @@ async def run_durably(agent: Agent, input: Any, *, durable_key: str | None = Non
     ``Runner.run(agent, input, **kwargs)``, journaled in the running task instance's journal.
 
     On a retry the model and function-tool calls the failed try completed return their recorded
-    results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Refuses
-    ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
+    results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Inside one,
+    refuses ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
     ``ValueError``; a run with a ``session`` runs live, unjournaled.
 
     A run is matched to its recorded run by what its first model call asks. Runs that ask the
     same and start concurrently (``asyncio.gather``, a thread pool) are told apart by
     ``durable_key``: a string that names the run, the same on every try (``durable_key="alice"``).
     """
-    durable_key = _checked(durable_key, kwargs)
+    durable_key = _checked(durable_key)
     # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
     journal = await asyncio.to_thread(current_journal)
     return await _run(journal, durable_key, agent, input, kwargs)
 
 
+class _DurableRunner(AgentRunner):
+    """The SDK's runner, whose ``run_sync`` drives the journaled run: its loop, cancellation and errors."""
+
+    def __init__(self, journal: DurableJournal | None, durable_key: str | None) -> None:
+        self.journal = journal
+        self.durable_key = durable_key
+
+    async def run(self, starting_agent: Agent, input: Any, **kwargs: Any) -> RunResult:
+        return await _run(self.journal, self.durable_key, starting_agent, input, kwargs)
+
+
 def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
     """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
+    durable_key = _checked(durable_key)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
+        # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
+        journal = current_journal()
     else:
-        raise RuntimeError("run_durably_sync() cannot run inside an event loop; await run_durably() instead")
-    durable_key = _checked(durable_key, kwargs)
-    # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
-    journal = current_journal()
-    # The thread's default loop, as Runner.run_sync uses: objects made before the run may be bound to it.
-    policy = asyncio.get_event_loop_policy()
-    try:
-        loop = policy.get_event_loop()
-    except RuntimeError:
-        loop = policy.new_event_loop()
-        policy.set_event_loop(loop)
-    if loop.is_closed():
-        loop = policy.new_event_loop()
-        policy.set_event_loop(loop)
-    return loop.run_until_complete(_run(journal, durable_key, agent, input, kwargs))
+        journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
+    return _DurableRunner(journal, durable_key).run_sync(agent, input, **kwargs)
