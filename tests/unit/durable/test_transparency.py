@@ -170,3 +170,22 @@ def test_a_function_tool_whose_nested_durable_run_stopped_for_an_approval_is_not
             )
         assert json.loads(storage.entries["1.2"])["state"] == "failed"
     assert runs["delegate"] == 2
+
+
+def test_outside_a_task_run_durably_sync_is_runner_run_sync_with_the_default_runner_the_user_set():
+    from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
+
+    calls = []
+
+    class Custom(AgentRunner):
+        def run_sync(self, starting_agent, input, **kwargs):
+            calls.append(input)
+            return super().run_sync(starting_agent, input, **kwargs)
+
+    previous = get_default_agent_runner()
+    set_default_agent_runner(Custom())
+    try:
+        result = run_durably_sync(Agent(name="a", model=scripted([assistant_message("hi")])), "hello")
+    finally:
+        set_default_agent_runner(previous)
+    assert result.final_output == "hi" and calls == ["hello"]

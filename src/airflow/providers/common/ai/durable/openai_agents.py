@@ -554,4 +554,6 @@ def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None
         journal = current_journal()
     else:
         journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
+    if journal is None:
+        return Runner.run_sync(agent, input, **kwargs)
     return _DurableRunner(journal, durable_key).run_sync(agent, input, **kwargs)
