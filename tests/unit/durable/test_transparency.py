@@ -189,3 +189,32 @@ def test_outside_a_task_run_durably_sync_is_runner_run_sync_with_the_default_run
     finally:
         set_default_agent_runner(previous)
     assert result.final_output == "hi" and calls == ["hello"]
+
+
+@pytest.mark.parametrize("explicit_default", [True, False], ids=["explicit-default", "custom"])
+def test_a_tools_failure_policy_wins_over_the_runs_tool_error_formatter_as_without_the_journal(explicit_default):
+    from agents import ToolErrorFormatterArgs
+
+    @function_tool(failure_error_function=default_tool_error_function if explicit_default else (lambda c, e: "mine"))
+    def fragile() -> str:
+        """Fails."""
+        raise ValueError("detail")
+
+    original_invoker_callback = fragile.on_invoke_tool._on_handled_error
+
+    def run_formatter(args: ToolErrorFormatterArgs) -> str:
+        return "from the run"
+
+    def attempt(runner) -> str:
+        model = scripted([function_call("fragile", {}, call_id="c1")], [assistant_message("ok")])
+        runner(
+            Agent(name="a", model=model, tools=[fragile]),
+            "go",
+            run_config=RunConfig(tool_error_formatter=run_formatter),
+        )
+        return model.calls[1].input[-1]["output"]
+
+    task = Task()
+    assert attempt(task.attempt) == attempt(Runner.run_sync)
+    assert json.loads(task.storage.entries["1.2"])["state"] == "failed"
+    assert fragile.on_invoke_tool._on_handled_error is original_invoker_callback  # the user's tool is untouched

@@ -25,11 +25,16 @@ OUTPUT_TYPE_ADAPTER = "_output_type_adapter"
 CLEANUP_ON_RUN_END = "_cleanup_on_run_end"
 SUPPORTS_DEFAULT_PROMPT_CACHE_KEY = "_supports_default_prompt_cache_key"
 
+# The SDK's invoker of a function tool calls it with each exception its failure policy turned
+# into text for the model, whatever the policy; nothing public says a tool call failed that way.
+HANDLED_ERROR_CALLBACK = "_on_handled_error"
+
 #: Each private attribute and a function returning an SDK object that must have it.
 PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {
     FAILURE_ERROR_FUNCTION: lambda: _a_function_tool(),
     USES_DEFAULT_FAILURE_ERROR_FUNCTION: lambda: _a_function_tool(),
     OUTPUT_TYPE_ADAPTER: lambda: _a_function_tool(),
+    HANDLED_ERROR_CALLBACK: lambda: _a_function_tool().on_invoke_tool,
     CLEANUP_ON_RUN_END: lambda: Model,
     SUPPORTS_DEFAULT_PROMPT_CACHE_KEY: lambda: _an_openai_model(),
 }
@@ -101,10 +106,21 @@ def set_custom_failure_formatter(tool: FunctionTool, formatter: Any) -> None:
     setattr(tool, FAILURE_ERROR_FUNCTION, formatter)
 
 
-def use_default_failure_formatter(tool: FunctionTool) -> None:
-    """Format the tool's failures with the SDK's default, as if no failure_error_function were given."""
-    setattr(tool, USES_DEFAULT_FAILURE_ERROR_FUNCTION, True)
-    setattr(tool, FAILURE_ERROR_FUNCTION, None)
+def note_handled_failures(invoker: Any, note: Callable[[BaseException], None]) -> bool:
+    """
+    Have the SDK's invoker of a (copied) function tool call ``note`` with each exception it turns
+    into text for the model; ``False`` when the invoker is not the SDK's.
+    """
+    handled = getattr(invoker, HANDLED_ERROR_CALLBACK, None)
+    if not callable(handled):
+        return False
+
+    def noting(function_tool: Any, error: BaseException, arguments: str, context: Any) -> Any:
+        note(error)
+        return handled(function_tool, error, arguments, context)
+
+    setattr(invoker, HANDLED_ERROR_CALLBACK, noting)
+    return True
 
 
 async def close_runner_owned_model_provider(provider: Any) -> None:

@@ -28,8 +28,8 @@ from airflow.providers.common.ai.durable._sdk_private import (
     declared_output_adapter,
     default_failure_was_handled,
     nested_agent_run_was_interrupted,
+    note_handled_failures,
     set_custom_failure_formatter,
-    use_default_failure_formatter,
 )
 from airflow.providers.common.ai.durable._tool_output import (
     ToolOutputNotRecordable,
@@ -114,6 +114,11 @@ _TOOL_FAILURE = "_airflow_durable_tool_failure"
 _handled_failures: contextvars.ContextVar[list[BaseException] | None] = contextvars.ContextVar(
     "durable_handled_failures", default=None
 )
+
+
+def _note_failure(error: BaseException) -> None:
+    if (failures := _handled_failures.get()) is not None:
+        failures.append(error)
 
 
 def current_idempotency_key() -> str:
@@ -382,20 +387,18 @@ class _DurableAgentRun:
         # handling to the copy, and __post_init__ must not run again.
         durable = copy.copy(tool)
         setattr(durable, _JOURNALED, True)
+        invoke = durable.on_invoke_tool
         formatter = custom_failure_formatter(durable)
-        if formatter is default_tool_error_function:
-            # Given explicitly (Agent.as_tool() does): the SDK's default mode formats the same
-            # text, keeps the SDK's redaction of the error in traces, and says when it handled one.
-            use_default_failure_formatter(durable)
-        elif formatter is not None:
+        # Told by the SDK's own invoker when it turned an exception into text for the model, so the
+        # tool's failure policy stays the object the SDK compares (its redaction of traces, and an
+        # explicit default_tool_error_function winning over the run's tool_error_formatter).
+        if not note_handled_failures(invoke, _note_failure) and formatter not in (None, default_tool_error_function):
 
             def noting_failure(context: Any, error: Exception) -> Any:
-                if (failures := _handled_failures.get()) is not None:
-                    failures.append(error)
+                _note_failure(error)
                 return formatter(context, error)
 
             set_custom_failure_formatter(durable, noting_failure)
-        invoke = durable.on_invoke_tool
         declared = declared_output_adapter(tool)
 
         async def on_invoke_tool(context: Any, arguments: str) -> Any:
