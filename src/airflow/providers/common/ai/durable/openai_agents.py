@@ -262,6 +262,7 @@ class _DurableModelProvider(ModelProvider):
     def __init__(self, wrapped: ModelProvider, durable: _DurableAgentRun, *, owned: bool) -> None:
         self.wrapped = wrapped
         self.durable = durable
+        #: The SDK would have created the wrapped provider, and closed it after the run: _run does.
         self.owned = owned
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _DurableModelProvider:
@@ -270,11 +271,6 @@ class _DurableModelProvider(ModelProvider):
     def get_model(self, model_name: str | None) -> Model:
         model = self.wrapped.get_model(model_name)
         return _DurableModel(model, model_name or _model_name(model), self.durable)
-
-    async def aclose(self) -> None:
-        # Only the provider this run created is closed; a user's provider is the user's.
-        if self.owned:
-            await self.wrapped.aclose()
 
 
 def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
