@@ -292,7 +292,7 @@ def test_models_of_handoff_agents_named_models_and_run_config_models_are_journal
     assert len(config_model.calls) == 1
 
 
-def test_the_tools_of_an_agent_reached_through_handoff_run_live():
+def test_the_model_and_tools_of_an_agent_reached_through_a_handoff_object_replay():
     task, tools = Task(), Tools()
 
     def specialist(scripted):
@@ -303,10 +303,11 @@ def test_the_tools_of_an_agent_reached_through_handoff_run_live():
         name="triage", model=model([call("transfer_to_specialist", "h1")]), handoffs=[handoff(specialist(first))]
     )
     task.failing_attempt(triage)
-    again = model([call("weather", "c2", city="Oslo")], [assistant_message("ok")])
+    again = model([assistant_message("ok")])  # only the request that failed is live
     triage = Agent(name="triage", model=model(), handoffs=[handoff(specialist(again))])
-    task.attempt(triage)
-    assert tools.runs["weather"] == 2
+    assert task.attempt(triage).final_output == "ok"
+    assert tools.runs["weather"] == 1 and len(again.calls) == 1
+    assert task.journal.stats.replayed == {"model": 2, "tool": 1}
 
 
 def test_a_tool_whose_approval_is_decided_by_a_function_runs_live():

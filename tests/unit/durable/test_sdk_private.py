@@ -19,6 +19,8 @@ def test_every_private_name_of_the_sdk_the_adapter_uses_exists_in_the_installed_
 
 
 def test_the_check_names_a_private_name_an_upgrade_removed(monkeypatch):
+    import agents.run_internal.run_loop
+
     monkeypatch.delattr(agents.Model, _sdk_private.CLEANUP_ON_RUN_END)
-    monkeypatch.delattr(agents.tool, "_DEFAULT_FAILURE_HANDLED_ATTR")
-    assert set(missing_private_names()) == {_sdk_private.CLEANUP_ON_RUN_END, _sdk_private.DEFAULT_FAILURE_HANDLED}
+    monkeypatch.delattr(agents.run_internal.run_loop, "get_model")
+    assert set(missing_private_names()) == {_sdk_private.CLEANUP_ON_RUN_END, "agents.run_internal.run_loop.get_model"}

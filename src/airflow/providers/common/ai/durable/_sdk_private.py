@@ -6,18 +6,12 @@ name, when an upgrade of the SDK removes one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents import FunctionTool, Model
 
-# FunctionTool fields: a copy of a tool must tell a custom failure_error_function (which turns an
-# exception into text for the model) from the default; the SDK keeps that only in these fields.
-FAILURE_ERROR_FUNCTION = "_failure_error_function"
-USES_DEFAULT_FAILURE_ERROR_FUNCTION = "_use_default_failure_error_function"
-# Set on the ToolContext when the default failure handler turned the tool's exception into text;
-# no public result says a tool's output is an error message.
-DEFAULT_FAILURE_HANDLED = "_function_tool_default_failure_handled"
 # The TypeAdapter of a tool's declared output_type: the only place the declared type is kept.
 OUTPUT_TYPE_ADAPTER = "_output_type_adapter"
 # Model hooks the run loop calls on the model it holds, which is the durable wrapper: the
@@ -25,43 +19,35 @@ OUTPUT_TYPE_ADAPTER = "_output_type_adapter"
 CLEANUP_ON_RUN_END = "_cleanup_on_run_end"
 SUPPORTS_DEFAULT_PROMPT_CACHE_KEY = "_supports_default_prompt_cache_key"
 
-# The SDK's invoker of a function tool calls it with each exception its failure policy turned
-# into text for the model, whatever the policy; nothing public says a tool call failed that way.
-HANDLED_ERROR_CALLBACK = "_on_handled_error"
-
 #: Each private attribute and a function returning an SDK object that must have it.
 PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {
-    FAILURE_ERROR_FUNCTION: lambda: _a_function_tool(),
-    USES_DEFAULT_FAILURE_ERROR_FUNCTION: lambda: _a_function_tool(),
     OUTPUT_TYPE_ADAPTER: lambda: _a_function_tool(),
-    HANDLED_ERROR_CALLBACK: lambda: _a_function_tool().on_invoke_tool,
     CLEANUP_ON_RUN_END: lambda: Model,
     SUPPORTS_DEFAULT_PROMPT_CACHE_KEY: lambda: _an_openai_model(),
 }
 
-
-#: Private module-level names, by module. AgentRunner: run_durably_sync is the SDK's own run_sync
-#: around the journaled run, so the event loop, cancellation and error handling are the SDK's;
-#: only a runner subclass reaches it. _close_runner_owned_model_provider: a run that wraps a
-#: provider the SDK would have created closes it as the SDK does (errors logged, not raised).
-#: The agent_tool_state functions: the only record that an agent used as a tool stopped for an
-#: approval (its tool returns as if it completed).
+#: Private module-level names, by module:
+#: - the three functions install_run_hooks wraps, and _FunctionToolInvocationResult, what the
+#:   invocation returns;
+#: - _close_runner_owned_model_provider: a run that wraps a provider the SDK would have created
+#:   closes it as the SDK does (errors logged, not raised);
+#: - AgentRunner: run_durably_sync is the SDK's own run_sync around the journaled run, so the event
+#:   loop, cancellation and error handling are the SDK's; only a runner subclass reaches it;
+#: - the agent_tool_state functions: the only record that an agent used as a tool stopped for an
+#:   approval (its tool returns as if it completed).
 PRIVATE_MODULE_NAMES: dict[str, tuple[str, ...]] = {
-    "agents.run": ("AgentRunner",),
+    "agents.run_internal.run_loop": ("get_model",),
+    "agents.run_internal.tool_execution": ("_invoke_function_tool_with_metadata",),
+    "agents.tool": ("maybe_invoke_function_tool_failure_error_function", "_FunctionToolInvocationResult"),
     "agents.run_internal.model_provider_lifecycle": ("_close_runner_owned_model_provider",),
+    "agents.run": ("AgentRunner",),
     "agents.agent_tool_state": ("get_agent_tool_state_scope", "peek_agent_tool_run_result"),
 }
 
 
 def missing_private_names() -> list[str]:
     """The private names above that this SDK version no longer has."""
-    import importlib
-
-    import agents.tool
-
     missing = [name for name, owner in PRIVATE_ATTRIBUTES.items() if not hasattr(owner(), name)]
-    if getattr(agents.tool, "_DEFAULT_FAILURE_HANDLED_ATTR", None) != DEFAULT_FAILURE_HANDLED:
-        missing.append(DEFAULT_FAILURE_HANDLED)
     for module_name, names in PRIVATE_MODULE_NAMES.items():
         try:
             module = importlib.import_module(module_name)
@@ -89,38 +75,56 @@ def _an_openai_model() -> Model:
     return OpenAIResponsesModel("gpt-4.1", AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9"))
 
 
-def default_failure_was_handled(context: Any) -> bool:
-    """Whether the SDK's default failure handler turned this tool call's exception into text."""
-    # The SDK sets it on the ToolContext in maybe_invoke_function_tool_failure_error_function.
-    return bool(getattr(context, DEFAULT_FAILURE_HANDLED, False))
+_HOOKED = "_airflow_durable_hook"
 
 
-def custom_failure_formatter(tool: FunctionTool) -> Any | None:
-    """The tool's own failure_error_function, or ``None`` when it uses the SDK's default (or none)."""
-    if getattr(tool, USES_DEFAULT_FAILURE_ERROR_FUNCTION):
-        return None
-    return getattr(tool, FAILURE_ERROR_FUNCTION)
-
-
-def set_custom_failure_formatter(tool: FunctionTool, formatter: Any) -> None:
-    setattr(tool, FAILURE_ERROR_FUNCTION, formatter)
-
-
-def note_handled_failures(invoker: Any, note: Callable[[BaseException], None]) -> bool:
+def install_run_hooks(
+    resolve_model: Callable[[Any, Any], Any],
+    invoke_tool: Callable[..., Awaitable[Any]],
+    note_failure: Callable[[BaseException], None],
+) -> None:
     """
-    Have the SDK's invoker of a (copied) function tool call ``note`` with each exception it turns
-    into text for the model; ``False`` when the invoker is not the SDK's.
+    Route, once per process, the SDK's model resolution, function-tool invocation and tool failure
+    formatting through the adapter, which acts only for runs it journals.
+
+    No public extension point lets a run journal a ``Model`` the agent holds, or a tool call,
+    without replacing the user's agent and tool objects with copies, which the SDK would then show
+    the user (results, items, contexts, hooks, run states).
     """
-    handled = getattr(invoker, HANDLED_ERROR_CALLBACK, None)
-    if not callable(handled):
-        return False
+    import agents.run_internal.run_loop as run_loop
+    import agents.run_internal.tool_execution as tool_execution
+    import agents.tool as tool_module
 
-    def noting(function_tool: Any, error: BaseException, arguments: str, context: Any) -> Any:
-        note(error)
-        return handled(function_tool, error, arguments, context)
+    if getattr(run_loop.get_model, _HOOKED, False):
+        return
+    get_model = run_loop.get_model
+    invoke = tool_execution._invoke_function_tool_with_metadata
+    format_failure = tool_module.maybe_invoke_function_tool_failure_error_function
 
-    setattr(invoker, HANDLED_ERROR_CALLBACK, noting)
-    return True
+    def hooked_get_model(agent: Any, run_config: Any) -> Any:
+        return resolve_model(get_model(agent, run_config), run_config)
+
+    async def hooked_invoke(*, function_tool: Any, context: Any, arguments: str) -> Any:
+        return await invoke_tool(invoke, function_tool=function_tool, context=context, arguments=arguments)
+
+    async def hooked_format_failure(*, function_tool: Any, context: Any, error: BaseException) -> Any:
+        result = await format_failure(function_tool=function_tool, context=context, error=error)
+        if result is not None:
+            note_failure(error)
+        return result
+
+    for hook in (hooked_get_model, hooked_invoke, hooked_format_failure):
+        setattr(hook, _HOOKED, True)
+    run_loop.get_model = hooked_get_model
+    tool_execution._invoke_function_tool_with_metadata = hooked_invoke
+    tool_module.maybe_invoke_function_tool_failure_error_function = hooked_format_failure
+
+
+def invocation_result(output: Any) -> Any:
+    """What the SDK's function-tool invocation returns for ``output`` (a replayed one)."""
+    from agents.tool import _FunctionToolInvocationResult
+
+    return _FunctionToolInvocationResult(output)
 
 
 async def close_runner_owned_model_provider(provider: Any) -> None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
@@ -24,12 +23,10 @@ from pydantic import TypeAdapter, ValidationError
 from airflow.providers.common.ai.durable._sdk_private import (
     CLEANUP_ON_RUN_END,
     close_runner_owned_model_provider,
-    custom_failure_formatter,
     declared_output_adapter,
-    default_failure_was_handled,
+    install_run_hooks,
+    invocation_result,
     nested_agent_run_was_interrupted,
-    note_handled_failures,
-    set_custom_failure_formatter,
 )
 from airflow.providers.common.ai.durable._tool_output import (
     ToolOutputNotRecordable,
@@ -68,7 +65,6 @@ try:
         ToolOutputGuardrailTripwireTriggered,
         TResponseInputItem,
         Usage,
-        default_tool_error_function,
     )
     from agents.run import AgentRunner
     from agents.run_state import RunState
@@ -107,10 +103,9 @@ _TRANSPORT_SETTINGS = frozenset(
     }
 )
 _RESPONSES = TypeAdapter(ModelResponse)
-_JOURNALED = "_airflow_durable_journaled"
 _TOOL_FAILURE = "_airflow_durable_tool_failure"
 
-# Filled by a tool's wrapped custom failure_error_function while that tool call runs.
+# The exceptions a tool's failure policy turned into text for the model, while that tool call runs.
 _handled_failures: contextvars.ContextVar[list[BaseException] | None] = contextvars.ContextVar(
     "durable_handled_failures", default=None
 )
@@ -273,6 +268,25 @@ class _DurableModelProvider(ModelProvider):
         return _DurableModel(model, model_name or _model_name(model), self.durable)
 
 
+def _durable_run_of(run_config: Any) -> _DurableAgentRun | None:
+    provider = getattr(run_config, "model_provider", None)
+    return provider.durable if isinstance(provider, _DurableModelProvider) else None
+
+
+def _resolved_model(model: Model, run_config: Any) -> Model:
+    """The model the SDK resolved for a turn: the durable one in a journaled run."""
+    durable = _durable_run_of(run_config)
+    return durable.model(model) if durable is not None and not isinstance(model, _DurableModel) else model
+
+
+async def _invoked_tool(invoke: Callable[..., Awaitable[Any]], **call: Any) -> Any:
+    """The SDK's invocation of a function tool: through the journal in a journaled run."""
+    durable = _durable_run_of(getattr(call["context"], "run_config", None))
+    if durable is None or not _is_journaled(call["function_tool"]):
+        return await invoke(**call)
+    return await durable.tool_invocation(lambda: invoke(**call), call["function_tool"], call["context"])
+
+
 def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
     # Hosted, shell and computer tools are not FunctionTools, MCP tools are not in agent.tools, and
     # a function deciding on approval at run time may decide differently on the retry.
@@ -280,11 +294,15 @@ def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
 
 
 class _DurableAgentRun:
-    """The SDK side of one journaled ``Runner.run``: clones agents, wraps models and tools."""
+    """
+    The SDK side of one journaled ``Runner.run``: its run config carries a durable model provider,
+    by which the run hooks (``_sdk_private.install_run_hooks``) find it to journal each model call
+    and function-tool call. The user's agents and tools are never copied.
+    """
 
     def __init__(self, run: DurableRun) -> None:
         self.run = run
-        self._clones: dict[int, Agent] = {}
+        self._models: dict[int, _DurableModel] = {}
         # Tool steps of the latest model answer, claimed in the model's order, by call id.
         self._tool_steps: dict[str, JournalStep] = {}
         # The model step whose call raised: the SDK's own retry of it keeps its position.
@@ -293,28 +311,19 @@ class _DurableAgentRun:
         self._answer_tools: dict[str, FunctionTool] = {}
         self._answer_tool_steps: list[JournalStep] = []
 
-    def agent(self, agent: Agent) -> Agent:
-        """A clone of ``agent`` and of the agents in its handoffs list, with durable models and tools."""
-        if (clone := self._clones.get(id(agent))) is not None:
-            return clone
-        clone = agent.clone(tools=[self._tool(tool) if _is_journaled(tool) else tool for tool in agent.tools])
-        self._clones[id(agent)] = clone
-        if isinstance(agent.model, Model):
-            clone.model = _DurableModel(agent.model, _model_name(agent.model), self)
-        clone.handoffs = [self.agent(h) if isinstance(h, Agent) else h for h in agent.handoffs]
-        return clone
+    def model(self, model: Model) -> _DurableModel:
+        """The durable wrapper of ``model`` (the same one on every turn of the run)."""
+        if (wrapper := self._models.get(id(model))) is None:
+            wrapper = self._models[id(model)] = _DurableModel(model, _model_name(model), self)
+        return wrapper
 
     def run_config(self, run_config: RunConfig | dict[str, Any] | None) -> RunConfig:
-        """A copy of ``run_config`` whose model provider and model are durable."""
+        """A copy of ``run_config`` whose model provider is durable: the mark of this run."""
         owned = run_config is None or (isinstance(run_config, dict) and "model_provider" not in run_config)
         if not isinstance(run_config, RunConfig):
             run_config = RunConfig(**(run_config or {}))
-        changes: dict[str, Any] = {
-            "model_provider": _DurableModelProvider(run_config.model_provider, self, owned=owned)
-        }
-        if isinstance(run_config.model, Model):
-            changes["model"] = _DurableModel(run_config.model, _model_name(run_config.model), self)
-        return dataclasses.replace(run_config, **changes)
+        provider = _DurableModelProvider(run_config.model_provider, self, owned=owned)
+        return dataclasses.replace(run_config, model_provider=provider)
 
     def _is_inside_a_call(self) -> bool:
         # A model called while one of this run's tools runs belongs to that tool's own agent run
@@ -357,7 +366,7 @@ class _DurableAgentRun:
 
     def _claim_tool_calls(self, response: ModelResponse, tools: list[Any]) -> None:
         """Claim the journaled tool calls of an answer in the order the model listed them."""
-        journaled = {tool.name for tool in tools if getattr(tool, _JOURNALED, False)}
+        journaled = {tool.name for tool in tools if _is_journaled(tool)}
         calls = [
             item for item in response.output if isinstance(item, ResponseFunctionToolCall) and item.name in journaled
         ]
@@ -378,65 +387,39 @@ class _DurableAgentRun:
             if call.call_id not in repeated
         }
 
-    def _tool(self, tool: FunctionTool) -> FunctionTool:
-        # copy.copy, not dataclasses.replace: FunctionTool.__copy__ rebinds the SDK's failure
-        # handling to the copy, and __post_init__ must not run again.
-        durable = copy.copy(tool)
-        setattr(durable, _JOURNALED, True)
-        invoke = durable.on_invoke_tool
-        formatter = custom_failure_formatter(durable)
-        # Told by the SDK's own invoker when it turned an exception into text for the model, so the
-        # tool's failure policy stays the object the SDK compares (its redaction of traces, and an
-        # explicit default_tool_error_function winning over the run's tool_error_formatter).
-        if not note_handled_failures(invoke, _note_failure) and formatter not in (None, default_tool_error_function):
-
-            def noting_failure(context: Any, error: Exception) -> Any:
-                _note_failure(error)
-                return formatter(context, error)
-
-            set_custom_failure_formatter(durable, noting_failure)
-        declared = declared_output_adapter(tool)
-
-        async def on_invoke_tool(context: Any, arguments: str) -> Any:
-            return await self.tool_output(invoke, declared, context, arguments)
-
-        durable.on_invoke_tool = on_invoke_tool
-        return durable
-
-    async def tool_output(self, invoke: Any, declared: Any, context: Any, arguments: str) -> Any:
-        step = self._tool_steps.pop(context.tool_call_id, None)
+    async def tool_invocation(self, invoke: Callable[[], Awaitable[Any]], tool: FunctionTool, context: Any) -> Any:
+        """The SDK's invocation of ``tool`` for one call: replayed, or run and recorded."""
+        step = None if self._is_inside_a_call() else self._tool_steps.pop(context.tool_call_id, None)
         if step is None:
-            return await invoke(context, arguments)
+            return await invoke()
         self._answer_tool_steps.append(step)
+        declared = declared_output_adapter(tool)
         if step.replayed:
             try:
-                return decode_tool_output(step.result, declared)
+                return invocation_result(decode_tool_output(step.result, declared))
             except ValueError as error:
                 step.refuse_replay(f"the recorded output no longer loads: {error}")
         failures: list[BaseException] = []
         token = _handled_failures.set(failures)
         try:
             with step.running(mark_in_flight=True):
-                output = await invoke(context, arguments)
+                result = await invoke()
         except ModelBehaviorError as error:
             # The tool's failure, not the model's: the answer that asked for it still replays.
             setattr(error, _TOOL_FAILURE, True)
             raise
         finally:
             _handled_failures.reset(token)
-        if failures or default_failure_was_handled(context):
-            step.fail("the SDK passed the tool's exception to the model as text")
-            return output
-        if nested_agent_run_was_interrupted(context):
+        if failures or result.is_sdk_generated_error:
+            step.fail("the SDK passed the tool's failure to the model as text")
+        elif nested_agent_run_was_interrupted(context):
             step.fail("the agent it runs as a tool stopped for an approval, so the call did not complete")
-            return output
-        try:
-            recorded = encode_tool_output(output, declared)
-        except ToolOutputNotRecordable as error:
-            step.not_recordable(str(error))
         else:
-            step.record(recorded)
-        return output
+            try:
+                step.record(encode_tool_output(result.output, declared))
+            except ToolOutputNotRecordable as error:
+                step.not_recordable(str(error))
+        return result
 
     def discard_tool_outputs(self, error: ToolOutputGuardrailTripwireTriggered) -> None:
         """
@@ -456,6 +439,9 @@ class _DurableAgentRun:
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
             answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+install_run_hooks(_resolved_model, _invoked_tool, _note_failure)
 
 
 @contextlib.contextmanager
@@ -479,7 +465,7 @@ def _journaled(
     with journal.run(key=durable_key) as run:
         durable = _DurableAgentRun(run)
         try:
-            yield durable.agent(agent), {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}
+            yield agent, {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}
         except _ANSWER_FAILURES as error:
             durable.discard_last_answer(error)
             raise
