@@ -8,7 +8,7 @@ import json
 from collections import Counter
 
 import pytest
-from agents import Agent, Model, RunConfig, Runner, default_tool_error_function, function_tool
+from agents import Agent, Model, RunConfig, RunContextWrapper, Runner, default_tool_error_function, function_tool
 from agents.models.multi_provider import MultiProvider
 from agents.testing import ScriptedModel, assistant_message, function_call
 from tries import Task
@@ -218,3 +218,43 @@ def test_a_tools_failure_policy_wins_over_the_runs_tool_error_formatter_as_witho
     assert attempt(task.attempt) == attempt(Runner.run_sync)
     assert json.loads(task.storage.entries["1.2"])["state"] == "failed"
     assert fragile.on_invoke_tool._on_handled_error is original_invoker_callback  # the user's tool is untouched
+
+
+def test_results_items_contexts_and_hooks_hold_the_users_own_agents_and_tools():
+    from agents import RunHooks
+
+    seen: dict[str, list] = {"hook agents": [], "hook tools": [], "context agents": [], "model tools": []}
+
+    @function_tool
+    def weather(context: RunContextWrapper, city: str) -> str:
+        """The weather."""
+        seen["context agents"].append(getattr(context, "agent", None))
+        return "sunny"
+
+    class Hooks(RunHooks):
+        async def on_tool_start(self, context, agent, tool):
+            seen["hook agents"].append(agent)
+            seen["hook tools"].append(tool)
+
+    class Spy(ScriptedModel):
+        async def get_response(self, *args, **kwargs):
+            seen["model tools"].extend(kwargs.get("tools", args[3] if len(args) > 3 else []))
+            return await super().get_response(*args, **kwargs)
+
+    specialist = Agent(
+        name="specialist",
+        model=Spy([[function_call("weather", {"city": "Oslo"}, call_id="c1")], [assistant_message("ok")]]),
+        tools=[weather],
+    )
+    triage = Agent(
+        name="triage",
+        model=scripted([function_call("transfer_to_specialist", {}, call_id="h1")]),
+        handoffs=[specialist],
+    )
+    result = Task().attempt(triage, hooks=Hooks())
+    assert result.last_agent is specialist
+    assert all(item.agent in (triage, specialist) for item in result.new_items)
+    assert seen["hook agents"] == [specialist] and seen["hook tools"] == [weather]
+    assert seen["context agents"] == [specialist]
+    assert all(tool is weather for tool in seen["model tools"])
+    assert result.to_state()._current_agent is specialist
