@@ -239,10 +239,6 @@ class _DurableModel(Model):
     async def _cleanup_on_run_end(self, owner: object) -> None:
         await getattr(self.wrapped, CLEANUP_ON_RUN_END)(owner)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _DurableModel:
-        # Run machinery, not data: a copied result shares it (it reaches the journal's lock).
-        return self
-
     def __getattr__(self, name: str) -> Any:
         # The SDK reads optional private flags of a model (SUPPORTS_DEFAULT_PROMPT_CACHE_KEY). Not
         # for dunders, nor before __init__ ran (copy.deepcopy asks before "wrapped" is set).
@@ -252,7 +248,7 @@ class _DurableModel(Model):
 
 
 class _DurableModelProvider(ModelProvider):
-    """Resolves model names as the wrapped provider does, into models of a durable run."""
+    """The model provider of a journaled run: resolves names as the wrapped one does, and marks the run."""
 
     def __init__(self, wrapped: ModelProvider, durable: _DurableAgentRun, *, owned: bool) -> None:
         self.wrapped = wrapped
@@ -261,11 +257,12 @@ class _DurableModelProvider(ModelProvider):
         self.owned = owned
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _DurableModelProvider:
+        # Run machinery, not data: a copied result or run state shares it (it reaches the journal's lock).
         return self
 
     def get_model(self, model_name: str | None) -> Model:
-        model = self.wrapped.get_model(model_name)
-        return _DurableModel(model, model_name or _model_name(model), self.durable)
+        # Not wrapped here: every model a turn resolves, by name or not, is wrapped by the run hook.
+        return self.wrapped.get_model(model_name)
 
 
 def _durable_run_of(run_config: Any) -> _DurableAgentRun | None:
