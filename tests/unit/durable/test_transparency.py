@@ -22,10 +22,20 @@ def scripted(*steps) -> ScriptedModel:
     return ScriptedModel(list(steps))
 
 
-def test_a_durable_result_can_be_deep_copied():
-    task = Task()
-    result = task.attempt(Agent(name="a", model=scripted([assistant_message("hi")])))
+def test_a_durable_result_its_run_state_and_a_tools_context_can_be_deep_copied():
+    contexts = []
+
+    @function_tool
+    def remember(context: RunContextWrapper) -> str:
+        """Keeps its context."""
+        contexts.append(context)
+        return "kept"
+
+    model = scripted([function_call("remember", {}, call_id="c1")], [assistant_message("hi")])
+    result = Task().attempt(Agent(name="a", model=model, tools=[remember]))
     assert copy.deepcopy(result).final_output == "hi"
+    copy.deepcopy(result.to_state())
+    copy.deepcopy(contexts[0])  # its run config carries the journaled run's provider
 
 
 @pytest.mark.parametrize("option", ["previous_response_id", "conversation_id", "auto_previous_response_id"])
