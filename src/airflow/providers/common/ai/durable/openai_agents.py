@@ -20,6 +20,7 @@ from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 
+from airflow.providers.common.ai.durable._mcp import install_mcp_hooks
 from airflow.providers.common.ai.durable._sdk_private import (
     CLEANUP_ON_RUN_END,
     close_runner_owned_model_provider,
@@ -439,6 +440,7 @@ class _DurableAgentRun:
 
 
 install_run_hooks(_resolved_model, _invoked_tool, _note_failure)
+install_mcp_hooks(_note_failure)
 
 
 @contextlib.contextmanager
