@@ -310,23 +310,6 @@ def test_the_model_and_tools_of_an_agent_reached_through_a_handoff_object_replay
     assert task.journal.stats.replayed == {"model": 2, "tool": 1}
 
 
-def test_a_tool_whose_approval_is_decided_by_a_function_runs_live():
-    task, runs = Task(), Counter()
-
-    async def always(context, params, call_id):
-        return False
-
-    @function_tool(needs_approval=always)
-    def audited() -> str:
-        """Needs approval decided at run time."""
-        runs["audited"] += 1
-        return "ok"
-
-    task.failing_attempt(Agent(name="a", model=model([call("audited", "c1")], RuntimeError()), tools=[audited]))
-    task.attempt(Agent(name="a", model=model([assistant_message("done")]), tools=[audited]))
-    assert runs["audited"] == 2
-
-
 def test_an_agent_used_as_a_tool_is_one_call_that_replays_whole():
     task, tools = Task(), Tools()
 

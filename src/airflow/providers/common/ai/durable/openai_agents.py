@@ -286,9 +286,10 @@ async def _invoked_tool(invoke: Callable[..., Awaitable[Any]], **call: Any) -> A
 
 
 def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
-    # Hosted, shell and computer tools are not FunctionTools, MCP tools are not in agent.tools, and
-    # a function deciding on approval at run time may decide differently on the retry.
-    return isinstance(tool, FunctionTool) and not callable(tool.needs_approval)
+    # Function tools and the FunctionTools the SDK makes of MCP tools. Hosted tools are replayed
+    # inside their model call's answer; shell and computer tools act on a machine the journal
+    # cannot see. A needs_approval function is the SDK's to call, live on every try.
+    return isinstance(tool, FunctionTool)
 
 
 class _DurableAgentRun:
@@ -344,12 +345,19 @@ class _DurableAgentRun:
             except BaseException:
                 self._failed_model_step = step
                 raise
+            usage = response.usage
+            step.used(
+                requests=usage.requests,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens,
+            )
             try:
                 recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
             except (ValueError, TypeError, RecursionError) as error:
                 step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
             else:
-                step.record(recorded, meta={"tokens": response.usage.total_tokens})
+                step.record(recorded)
         self._claim_tool_calls(response, call["tools"])
         return response
 
