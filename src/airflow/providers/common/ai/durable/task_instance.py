@@ -6,6 +6,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow.providers.common.ai.durable.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.journal import DurableJournal
 from airflow.providers.common.ai.durable.storage import JournalStorage
 
@@ -129,8 +130,14 @@ def journal_of_running_task() -> DurableJournal | None:
     key = _try_key(context["ti"])
     journal = _journals.get(key)
     if journal is None:
-        journal = _journals[key] = DurableJournal(storage_for_task(context))
+        journal = _journals[key] = DurableJournal(EncryptedStorage(storage_for_task(context)))
     return journal
+
+
+def bound_journal_of_running_task() -> DurableJournal | None:
+    """The journal this try of the running task instance opened, if it opened one."""
+    context = _running_task_context()
+    return _journals.get(_try_key(context["ti"])) if context is not None else None
 
 
 def take_journal(ti: Any) -> DurableJournal | None:
