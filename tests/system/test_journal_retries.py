@@ -84,3 +84,39 @@ def test_a_task_running_two_agents_replays_both_when_the_second_failed(tmp_path)
     assert (tmp_path / "tool_runs.txt").read_text().splitlines() == ["weather Paris", "save_report Paris: sunny"]
     assert "Durable: replayed 5 (model 3, tool 2), ran live 1 (model 1)" in output
     assert_no_journal_left("durable_two_agents", cache, task_keys=[])
+
+
+def test_a_run_with_a_session_holds_the_conversation_once_after_a_retry(tmp_path):
+    script = [reply.tool_calls(("weather", {"city": "Paris"}, "call_1")), reply.text("Sunny in Paris.")]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(script, fail_requests={2}) as server:
+        result = run_dag_file(
+            "durable_session.py",
+            tmp_path,
+            FAKE_OPENAI_BASE_URL=server.base_url,
+            AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}",
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    # try 1 sent 1-2 and failed on 2; try 2 replayed 1 and sent 2 again, asking exactly the same
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 500), (3, 200)]
+    assert server.requests[2].body == server.requests[1].body
+    assert [m.get("role") for m in server.requests[2].body["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert (tmp_path / "tool_runs.txt").read_text().splitlines() == ["weather Paris"]
+    session = json.loads((tmp_path / "session.json").read_text())
+    assert [item.get("role") or item["type"] for item in session] == [
+        "user",
+        "assistant",
+        "user",
+        "function_call",
+        "function_call_output",
+        "assistant",
+    ]
+    assert_no_journal_left("durable_session", cache, task_keys=[])

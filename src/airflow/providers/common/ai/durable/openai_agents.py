@@ -61,6 +61,7 @@ try:
         RunConfig,
         Runner,
         RunResult,
+        Session,
         Tool,
         ToolInputGuardrailTripwireTriggered,
         ToolOutputGuardrailTripwireTriggered,
@@ -453,26 +454,23 @@ install_mcp_hooks(_note_failure)
 
 @contextlib.contextmanager
 def _journaled(
-    journal: DurableJournal | None, durable_key: str | None, agent: Agent, kwargs: dict[str, Any], input: Any
-) -> Iterator[tuple[Agent, dict[str, Any]]]:
-    """The agent and ``Runner.run`` arguments to run: durable ones inside a task, the user's outside."""
+    journal: DurableJournal | None, durable_key: str | None, kwargs: dict[str, Any], input: Any
+) -> Iterator[tuple[dict[str, Any], _DurableAgentRun | None]]:
+    """The ``Runner.run`` arguments to run, and the journaled run: durable inside a task, the user's outside."""
     if journal is None:
-        yield agent, kwargs
+        yield kwargs, None
         return
     _refuse_server_side_conversation(kwargs)
-    if kwargs.get("session") is not None or isinstance(input, RunState):
+    if isinstance(input, RunState):
         log.warning(
-            "Durable: this run is not journaled and runs live on every try: %s",
-            "the SDK adds each try's input to the session, so a retry cannot line up with the journal"
-            if kwargs.get("session") is not None
-            else "a resumed RunState carries its own history",
+            "Durable: this run is not journaled and runs live on every try: a resumed RunState carries its own history"
         )
-        yield agent, kwargs
+        yield kwargs, None
         return
     with journal.run(key=durable_key) as run:
         durable = _DurableAgentRun(run)
         try:
-            yield agent, {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}
+            yield {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}, durable
         except _ANSWER_FAILURES as error:
             durable.discard_last_answer(error)
             raise
@@ -481,11 +479,50 @@ def _journaled(
             raise
 
 
+#: As many session items as a session can hold: the whole history, whatever its settings' limit.
+_ALL_ITEMS = 2**62
+
+
+async def _rewind_session(session: Session, run: DurableRun, input: Any) -> None:
+    """
+    Put ``session`` back to what the first try of this run found (R-35), so that the SDK adds the
+    input once and the model calls ask what they asked then. The first try records how many items
+    the session held and their digest; a retry removes the items added after those, unless the
+    earlier items changed since (another writer): then it leaves the session alone and the run
+    goes live, warning why.
+    """
+    items = await session.get_items(limit=_ALL_ITEMS)
+    found = {"items": len(items), "digest": fingerprint(items, what="the session's items")}
+    step = run.claim(
+        "session",
+        type(session).__name__,
+        fingerprint({"session_id": session.session_id, "input": input}, what="the session's run"),
+    )
+    if step.replayed:
+        recorded = step.result if isinstance(step.result, dict) else {}
+        held = recorded.get("items")
+        digest = fingerprint(items[:held], what="the session's items") if isinstance(held, int) else None
+        if digest is None or held > len(items) or recorded.get("digest") != digest:
+            step.refuse_replay(
+                "the session's items before this run changed since the failed try (another writer?): "
+                "the session is left as it is, so it may hold the failed try's items as well"
+            )
+        else:
+            for _ in range(len(items) - held):
+                await session.pop_item()
+            if len(items) > held:
+                log.info("Durable: removed the %d items the failed try added to the session", len(items) - held)
+            return
+    step.record(found)
+
+
 async def _run(
     journal: DurableJournal | None, durable_key: str | None, agent: Agent, input: Any, kwargs: dict[str, Any]
 ) -> RunResult:
-    with _journaled(journal, durable_key, agent, kwargs, input) as (agent, kwargs):
+    with _journaled(journal, durable_key, kwargs, input) as (kwargs, durable):
         provider = getattr(kwargs.get("run_config"), "model_provider", None)
+        if durable is not None and (session := kwargs.get("session")) is not None:
+            await _rewind_session(session, durable.run, input)
         try:
             result = await Runner.run(agent, input, **kwargs)
         finally:
@@ -513,7 +550,8 @@ async def run_durably(agent: Agent, input: Any, *, durable_key: str | None = Non
     On a retry the model and function-tool calls the failed try completed return their recorded
     results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Inside one,
     refuses ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
-    ``ValueError``; a run with a ``session`` runs live, unjournaled.
+    ``ValueError``. With a ``session``, a retry first removes from the session what the failed
+    try added to it, so the session holds the conversation once.
 
     A run is matched to its recorded run by what its first model call asks. Runs that ask the
     same and start concurrently (``asyncio.gather``, a thread pool) are told apart by
