@@ -11,7 +11,6 @@ Without a key, entries are stored as plain JSON, as before this module existed.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -36,7 +35,6 @@ def fernet_keys() -> list[str]:
     return [key.strip() for key in value.split(",") if key.strip()]
 
 
-@functools.cache
 def fernet() -> MultiFernet | None:
     """
     The Fernet that encrypts with the first key of ``[core] fernet_key`` and decrypts with any,
@@ -59,11 +57,7 @@ def fernet() -> MultiFernet | None:
 
 def encrypt_text(text: str) -> str:
     """``text`` encrypted with the current key of ``[core] fernet_key``, or ``text`` itself without a key."""
-    current = fernet()
-    if current is None:
-        return text
-    # surrogatepass: a lone surrogate (which Python strings may hold) round-trips instead of failing.
-    return ENCRYPTED_PREFIX + current.encrypt(text.encode("utf-8", "surrogatepass")).decode("ascii")
+    return _encrypted(fernet(), text)
 
 
 def decrypt_text(stored: str) -> str:
@@ -74,9 +68,19 @@ def decrypt_text(stored: str) -> str:
     ``[core] fernet_key`` decrypts, an encrypted text on a worker without a key, and a plain text
     on a worker with one (it was written before the key was set, or not by Airflow).
     """
+    return _decrypted(fernet(), stored)
+
+
+def _encrypted(current: MultiFernet | None, text: str) -> str:
+    if current is None:
+        return text
+    # surrogatepass: a lone surrogate (which Python strings may hold) round-trips instead of failing.
+    return ENCRYPTED_PREFIX + current.encrypt(text.encode("utf-8", "surrogatepass")).decode("ascii")
+
+
+def _decrypted(current: MultiFernet | None, stored: str) -> str:
     from cryptography.fernet import InvalidToken
 
-    current = fernet()
     encrypted = stored.startswith(ENCRYPTED_PREFIX)
     if current is None:
         if encrypted:
@@ -90,13 +94,12 @@ def decrypt_text(stored: str) -> str:
         )
     try:
         return current.decrypt(stored[len(ENCRYPTED_PREFIX) :].encode("ascii")).decode("utf-8", "surrogatepass")
-    except (InvalidToken, UnicodeError) as error:
+    except (InvalidToken, UnicodeError):
         raise UndecryptableTextError(
             "no key of [core] fernet_key decrypts it: the key it was encrypted with was removed or changed, "
             "or it was altered in the store; [core] fernet_key must be the same on every worker, and after a "
             "rotation the old key stays after the new one until no journal uses it"
-            + (f" ({type(error).__name__})" if isinstance(error, UnicodeError) else "")
-        ) from error
+        ) from None
 
 
 class EncryptedStorage(JournalStorage):
@@ -108,8 +111,8 @@ class EncryptedStorage(JournalStorage):
     """
 
     def __init__(self, storage: JournalStorage) -> None:
-        # Resolved now, so that a key that is not a Fernet key fails the try before any call.
-        fernet()
+        # Read once per try, and now, so that a key that is not a Fernet key fails before any call.
+        self._fernet = fernet()
         self.storage = storage
         self.identity = storage.identity
 
@@ -118,12 +121,12 @@ class EncryptedStorage(JournalStorage):
         if stored is None:
             return None
         try:
-            return decrypt_text(stored)
+            return _decrypted(self._fernet, stored)
         except UndecryptableTextError as error:
             raise UndecryptableTextError(f"the entry cannot be decrypted: {error}") from None
 
     def write(self, key: str, text: str) -> None:
-        self.storage.write(key, encrypt_text(text))
+        self.storage.write(key, _encrypted(self._fernet, text))
 
     def delete_all(self, keys: Iterable[str]) -> None:
         self.storage.delete_all(keys)

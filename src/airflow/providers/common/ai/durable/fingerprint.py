@@ -76,22 +76,33 @@ _KEY_DERIVATION = b"airflow.providers.common.ai durable fingerprint key\0"
 
 
 @functools.cache
-def fingerprint_key() -> tuple[bytes, str] | None:
+def fingerprint_key() -> tuple[tuple[bytes, str], ...] | None:
     """
-    The key fingerprints are hashed with and its public id, derived from the first (the current)
-    key of ``[core] fernet_key``; ``None``, with a warning, when Airflow has no Fernet key.
+    The keys fingerprints are hashed with and their public ids, derived from the keys of
+    ``[core] fernet_key``: the first (the current) key hashes, the later ones match journals
+    recorded before a rotation. ``None``, with a warning, when Airflow has no Fernet key.
     """
-    from airflow.configuration import conf
+    from airflow.providers.common.ai.durable.encryption import fernet_keys
 
-    fernet_key = (conf.get("core", "fernet_key", fallback="") or "").split(",")[0].strip()
+    fernet_key = fernet_keys()
     if not fernet_key:
         log.warning(
             "Durable: [core] fernet_key is not set, so fingerprints are plain SHA-256 and a short secret "
             "in a request could be guessed from the journal; set a Fernet key on every Airflow component"
         )
         return None
-    key = hashlib.sha256(_KEY_DERIVATION + fernet_key.encode()).digest()
-    return key, hmac.new(key, b"key id", hashlib.sha256).hexdigest()[:8]
+    keys = (hashlib.sha256(_KEY_DERIVATION + key.encode()).digest() for key in fernet_key)
+    return tuple((key, hmac.new(key, b"key id", hashlib.sha256).hexdigest()[:8]) for key in keys)
+
+
+class Fingerprint(str):
+    """
+    A fingerprint under the current key that also knows its ``forms`` under every key of
+    ``[core] fernet_key``, current first: after a rotation puts a new key in front of the old one,
+    a call recorded under the old key still matches (see :func:`recorded_form`).
+    """
+
+    forms: tuple[str, ...]
 
 
 def fingerprint(value: Any, *, what: str = "a call") -> str | None:
@@ -108,11 +119,28 @@ def fingerprint(value: Any, *, what: str = "a call") -> str | None:
         return None
     # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.
     data = rendered.encode("utf-8", "surrogatepass")
-    key = fingerprint_key()
-    if key is None:
+    keys = fingerprint_key()
+    if keys is None:
         return f"sha256:{hashlib.sha256(data).hexdigest()}"
-    secret, key_id = key
-    return f"hmac-sha256:{key_id}:{hmac.new(secret, data, hashlib.sha256).hexdigest()}"
+    forms = tuple(
+        f"hmac-sha256:{key_id}:{hmac.new(secret, data, hashlib.sha256).hexdigest()}" for secret, key_id in keys
+    )
+    result = Fingerprint(forms[0])
+    result.forms = forms
+    return result
+
+
+def recorded_form(recorded: Any, current: str | None) -> str | None:
+    """
+    ``recorded`` when it fingerprints the same call as ``current``, under the current key or
+    under a later key of ``[core] fernet_key`` (one the current key replaced); else ``None``.
+
+    A step that matches under an older key takes the recorded form as its own, so that the steps
+    after it follow the chain that was recorded.
+    """
+    if current is None or not isinstance(recorded, str):
+        return None
+    return recorded if recorded in getattr(current, "forms", (current,)) else None
 
 
 def _key_of(fingerprint: Any) -> str | None:
@@ -124,6 +152,7 @@ def why_fingerprints_differ(recorded: Any, current: str) -> str:
     if _key_of(recorded) != _key_of(current):
         return (
             f"it was fingerprinted with another key ({_key_of(recorded)!r}, this worker uses "
-            f"{_key_of(current)!r}): [core] fernet_key must be the same on every worker"
+            f"{_key_of(current)!r}): [core] fernet_key must be the same on every worker, and after a rotation "
+            "the old key stays after the new one until no journal uses it"
         )
     return "it asks something other than the recorded call"

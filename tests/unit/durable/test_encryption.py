@@ -1,0 +1,243 @@
+"""
+Journal entries encrypted at rest with ``[core] fernet_key`` (R-47): what the store holds, key
+rotation, and journals that cannot be decrypted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+
+import pytest
+import tries
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+from airflow.exceptions import AirflowConfigException
+from cryptography.fernet import Fernet
+from durable_backends import FakeTaskStateStore, make_storage
+
+from airflow.providers.common.ai.durable import fingerprint as fingerprint_module
+from airflow.providers.common.ai.durable.encryption import (
+    EncryptedStorage,
+    UndecryptableTextError,
+    decrypt_text,
+    encrypt_text,
+)
+from airflow.providers.common.ai.durable.fingerprint import fingerprint, recorded_form
+
+KEY_OLD = Fernet.generate_key().decode()
+KEY_NEW = Fernet.generate_key().decode()
+FORECAST = "Zürich: 23 °C, föhn ☀ — forecast #4711"
+PROMPT = "Wie ist das Wetter in Zürich?"
+
+
+@pytest.fixture
+def fernet_key(monkeypatch):
+    """Sets ``[core] fernet_key`` ("" for none); encryption and fingerprints read it again."""
+
+    def use(value: str) -> None:
+        monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", value)
+        fingerprint_module.fingerprint_key.cache_clear()
+
+    yield use
+    fingerprint_module.fingerprint_key.cache_clear()
+
+
+class Weather:
+    """A task whose agent calls one tool; the tool counts its real runs."""
+
+    def __init__(self, storage) -> None:
+        self.task = tries.Task(storage)
+        self.task.prompt = PROMPT
+        self.runs: Counter[str] = Counter()
+
+        @function_tool
+        def forecast(city: str) -> str:
+            """The forecast for a city."""
+            self.runs[city] += 1
+            return FORECAST
+
+        self.forecast = forecast
+
+    def agent(self, *steps) -> Agent:
+        return Agent(name="weather", model=ScriptedModel(list(steps)), tools=[self.forecast])
+
+    def first_try_dies_after_the_tool(self) -> None:
+        """The tool ran and was recorded; the model then failed."""
+        call = [function_call("forecast", {"city": "Zürich"}, call_id="c1")]
+        self.task.failing_attempt(self.agent(call, RuntimeError("model outage")), RuntimeError)
+
+    def retry(self) -> str:
+        call = [function_call("forecast", {"city": "Zürich"}, call_id="c1")]
+        return self.task.attempt(self.agent(call, [assistant_message("Sunny.")])).final_output
+
+
+def raw_texts(backend: str, storage, tmp_path) -> list[str]:
+    """What the backend's own place holds, read past the journal and the encryption."""
+    if backend == "memory":
+        return list(storage.entries.values())
+    if backend == "file":
+        return [path.read_text() for path in tmp_path.rglob("*.json")]
+    return list(storage._accessor.rows.values())
+
+
+@pytest.mark.parametrize("backend", ["memory", "file", "task-state-store"])
+def test_with_a_fernet_key_the_store_holds_no_plain_text_and_a_retry_replays_it(fernet_key, backend, tmp_path):
+    fernet_key(KEY_NEW)
+    inner = make_storage(backend, tmp_path, FakeTaskStateStore())
+    weather = Weather(EncryptedStorage(inner))
+    weather.first_try_dies_after_the_tool()
+
+    stored = raw_texts(backend, inner, tmp_path)
+    assert len(stored) == 2  # the model's answer and the tool's output
+    everything = "\n".join(stored)
+    for plain in ("Zürich", "Z\\u00fcrich", "4711", "forecast", "fingerprint", "weather", "state", "{"):
+        assert plain not in everything, plain
+    assert (
+        all(json.loads(text).startswith("fernet:") for text in stored)
+        if backend == "task-state-store"
+        else all(text.startswith("fernet:") for text in stored)
+    )
+
+    assert weather.retry() == "Sunny."
+    assert weather.runs == {"Zürich": 1}
+    assert weather.task.replayed == {"model": 1, "tool": 1}
+
+
+def test_without_a_fernet_key_entries_are_stored_as_plain_json_as_before(fernet_key):
+    fernet_key("")
+    inner = make_storage("memory", None)
+    weather = Weather(EncryptedStorage(inner))
+    weather.first_try_dies_after_the_tool()
+
+    assert json.loads(inner.entries["1.2"])["result"] == {"value": FORECAST}
+    assert weather.retry() == "Sunny."
+    assert weather.runs == {"Zürich": 1}
+
+
+def test_a_journal_whose_key_was_removed_runs_live_naming_the_cause_and_is_still_deleted(fernet_key, caplog):
+    fernet_key(KEY_OLD)
+    inner = make_storage("memory", None)
+    weather = Weather(EncryptedStorage(inner))
+    weather.first_try_dies_after_the_tool()
+    written_under_the_old_key = set(inner.entries)
+
+    fernet_key(KEY_NEW)
+    weather.task.storage = EncryptedStorage(inner)
+    with caplog.at_level(logging.WARNING):
+        assert weather.retry() == "Sunny."
+    assert weather.runs == {"Zürich": 2}
+    assert weather.task.replayed == {}
+    assert "cannot be decrypted" in caplog.text and "removed or changed" in caplog.text
+
+    # The entries it could not read are set aside, not overwritten, and clean-up still finds them.
+    assert written_under_the_old_key < set(inner.entries)
+    weather.task.journal.finish(succeeded=True)
+    assert inner.entries == {}
+
+
+@pytest.mark.parametrize(
+    ("recorded_with", "read_with", "cause"),
+    [
+        (KEY_OLD, "", "this worker has no [core] fernet_key"),
+        ("", KEY_OLD, "stored unencrypted while [core] fernet_key is set"),
+    ],
+    ids=["encrypted-read-without-a-key", "plain-read-with-a-key"],
+)
+def test_a_journal_written_with_a_key_and_read_without_one_or_the_reverse_runs_live(
+    fernet_key, caplog, recorded_with, read_with, cause
+):
+    fernet_key(recorded_with)
+    inner = make_storage("memory", None)
+    weather = Weather(EncryptedStorage(inner))
+    weather.first_try_dies_after_the_tool()
+
+    fernet_key(read_with)
+    weather.task.storage = EncryptedStorage(inner)
+    with caplog.at_level(logging.WARNING):
+        assert weather.retry() == "Sunny."
+    assert weather.runs == {"Zürich": 2}
+    assert cause in caplog.text
+
+
+def test_an_entry_altered_in_the_store_is_not_replayed(fernet_key, caplog):
+    fernet_key(KEY_NEW)
+    inner = make_storage("memory", None)
+    weather = Weather(EncryptedStorage(inner))
+    weather.first_try_dies_after_the_tool()
+    token = inner.entries["1.2"]
+    inner.entries["1.2"] = token[:-8] + ("A" if token[-8] != "A" else "B") + token[-7:]
+
+    weather.task.storage = EncryptedStorage(inner)
+    with caplog.at_level(logging.WARNING):
+        assert weather.retry() == "Sunny."
+    assert weather.runs == {"Zürich": 2}
+    assert weather.task.replayed == {"model": 1}
+    assert "cannot be decrypted" in caplog.text
+
+
+def test_after_a_rotation_new_entries_are_encrypted_with_the_new_key(fernet_key):
+    fernet_key(f"{KEY_NEW},{KEY_OLD}")
+    inner = make_storage("memory", None)
+    EncryptedStorage(inner).write("1.1", '{"x": 1}')
+    assert Fernet(KEY_NEW.encode()).decrypt(inner.entries["1.1"].removeprefix("fernet:").encode()) == b'{"x": 1}'
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs the journal to compare fingerprints through fingerprint.recorded_form (diff in issue 11's report)",
+)
+def test_a_new_key_put_in_front_of_the_old_one_still_replays_a_journal_recorded_under_the_old_one(fernet_key):
+    fernet_key(KEY_OLD)
+    inner = make_storage("memory", None)
+    weather = Weather(EncryptedStorage(inner))
+    weather.first_try_dies_after_the_tool()
+
+    # Airflow's rotation: the new key first, the old one after it, until nothing uses the old one.
+    fernet_key(f"{KEY_NEW},{KEY_OLD}")
+    weather.task.storage = EncryptedStorage(inner)
+    assert weather.retry() == "Sunny."
+    assert weather.runs == {"Zürich": 1}
+    assert weather.task.replayed == {"model": 1, "tool": 1}
+
+
+def test_a_fingerprint_under_a_new_key_knows_the_one_recorded_under_the_key_it_replaced(fernet_key):
+    fernet_key(KEY_OLD)
+    recorded = fingerprint({"input": "hello"})
+    fernet_key(f"{KEY_NEW},{KEY_OLD}")
+    current = fingerprint({"input": "hello"})
+    assert current != recorded
+    assert recorded_form(recorded, current) == recorded
+    assert recorded_form(current, current) == current
+    assert recorded_form(recorded, fingerprint({"input": "hello!"})) is None
+    fernet_key(KEY_NEW)  # the old key removed: nothing recorded under it matches any more
+    assert recorded_form(recorded, fingerprint({"input": "hello"})) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\ud800 a lone surrogate", "\U0001d518\U0001d52b ☃ \u202e rtl \x00 nul", "x" * 5_000_000],
+    ids=["empty", "lone-surrogate", "odd-unicode", "5-MB"],
+)
+def test_encrypted_text_reads_back_as_it_was(fernet_key, text):
+    fernet_key(KEY_NEW)
+    stored = encrypt_text(text)
+    assert stored.startswith("fernet:") and (not text or text[:20] not in stored)
+    assert decrypt_text(stored) == text
+
+
+def test_encrypted_text_under_a_rotated_key_reads_back_and_under_a_removed_one_says_why(fernet_key):
+    fernet_key(KEY_OLD)
+    stored = encrypt_text("summary of try 1")
+    fernet_key(f"{KEY_NEW},{KEY_OLD}")
+    assert decrypt_text(stored) == "summary of try 1"
+    fernet_key(KEY_NEW)
+    with pytest.raises(UndecryptableTextError, match="removed or changed"):
+        decrypt_text(stored)
+
+
+def test_a_fernet_key_that_is_not_one_is_refused_naming_the_option(fernet_key):
+    fernet_key("not-a-fernet-key")
+    with pytest.raises(AirflowConfigException, match=r"\[core\] fernet_key is not a list of Fernet keys"):
+        EncryptedStorage(make_storage("memory", None))
