@@ -17,7 +17,6 @@ from agents import (
     ModelSettings,
     OutputGuardrailTripwireTriggered,
     RunConfig,
-    SQLiteSession,
     ToolOutputImage,
     ToolOutputText,
     Usage,
@@ -458,17 +457,6 @@ def test_server_side_conversations_are_refused_naming_the_option_before_any_call
     with pytest.raises(ValueError, match=option):
         Task().attempt(Agent(name="a", model=scripted), **{option: value})
     assert scripted.calls == ()
-
-
-def test_a_run_with_a_session_runs_live_every_try(caplog):
-    task, tools = Task(), Tools()
-    with caplog.at_level(logging.WARNING):
-        task.attempt(
-            weather_agent(tools, model([call("weather", "c1", city="Paris")], [assistant_message("ok")])),
-            session=SQLiteSession("s1"),
-        )
-    assert task.storage.entries == {}
-    assert "not journaled" in caplog.text
 
 
 def test_outside_a_task_it_is_exactly_runner_run():
