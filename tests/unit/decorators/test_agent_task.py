@@ -13,6 +13,16 @@ from airflow.providers.common.ai.durable.journal import DurableJournal, journal_
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
+class PushedXComs:
+    """A running task instance as far as the operator uses it: it pushes its usage."""
+
+    def __init__(self) -> None:
+        self.xcoms: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcoms[key] = value
+
+
 def test_the_function_returns_the_prompt_and_the_agents_answer_is_the_result():
     model = ScriptedModel([[assistant_message("Login problem, urgent.")]])
 
@@ -24,7 +34,7 @@ def test_the_function_returns_the_prompt_and_the_agents_answer_is_the_result():
         triage("I cannot log in")
     op = dag.get_task("triage")
 
-    assert op.execute({}) == "Login problem, urgent."
+    assert op.execute({"ti": PushedXComs()}) == "Login problem, urgent."
     assert model.first_call.input == [{"content": "Triage this ticket: I cannot log in", "role": "user"}]
 
 
@@ -67,12 +77,12 @@ def test_a_durable_decorated_task_replays_on_its_retry():
     op, storage = dag.get_task("triage"), InMemoryStorage()
 
     with pytest.raises(ConnectionError), journal_scope(DurableJournal(storage)):
-        op.execute({})
+        op.execute({"ti": PushedXComs()})
     assert (len(model.calls), runs) == (2, ["T-1"])
 
     retry = DurableJournal(storage)
     with journal_scope(retry):
-        assert op.execute({}) == "Login problem."
+        assert op.execute({"ti": PushedXComs()}) == "Login problem."
     # Try 2 sent only the request that failed, with the recorded lookup's result in it.
     assert (len(model.calls), runs) == (3, ["T-1"])
     assert model.calls[2].input == model.calls[1].input

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import structlog
-from agents import Agent, ModelSettings, RunConfig, function_tool
+from agents import Agent, ModelSettings, RunConfig, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
@@ -37,12 +37,24 @@ class ToolRuns:
         self.tool = get_weather
 
 
-def run_try(op: AgentOperator, storage: InMemoryStorage | None = None):
+class TaskInstance:
+    """The part of a running task instance an operator talks to: the XComs it pushes."""
+
+    def __init__(self) -> None:
+        self.xcoms: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        # What Airflow stores is JSON: a value that is not would fail the push.
+        self.xcoms[key] = json.loads(json.dumps(value))
+
+
+def run_try(op: AgentOperator, storage: InMemoryStorage | None = None, ti: TaskInstance | None = None):
     """One try of ``op``, as a new worker process would run it: a fresh journal over ``storage``."""
+    context = {"ti": ti if ti is not None else TaskInstance()}
     if storage is None:
-        return op.execute({})
+        return op.execute(context)
     with journal_scope(DurableJournal(storage)):
-        return op.execute({})
+        return op.execute(context)
 
 
 class Tries:
@@ -54,8 +66,9 @@ class Tries:
 
     def run(self, op: AgentOperator):
         self.journal = DurableJournal(self.storage)
+        self.ti = TaskInstance()
         with journal_scope(self.journal):
-            return op.execute({})
+            return op.execute({"ti": self.ti})
 
     @property
     def replayed(self) -> dict[str, int]:
@@ -464,5 +477,72 @@ def test_a_durable_task_that_cannot_have_a_journal_fails_before_the_agent_is_bui
     op = AgentOperator(task_id="t", prompt="p", agent=lambda: built.append(1), durable=True, retries=1)
 
     with pytest.raises(AirflowConfigException, match="durable_cache_path"):
-        op.execute({})
+        op.execute({"ti": TaskInstance()})
     assert built == []
+
+
+# Usage in XCom (R-42): every try pushes what it used, also when it fails.
+
+USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
+
+
+def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_failed_try_what_it_got_to():
+    model = ScriptedModel(script_failing_on_the_third_request(), default_usage=USAGE)
+    tool, tries = ToolRuns(), Tries()
+    op = durable_weather_operator(model, tool)
+
+    with pytest.raises(ConnectionError):
+        tries.run(op)
+    assert tries.ti.xcoms["usage"] == {
+        "requests": 2,
+        "input_tokens": 200,
+        "output_tokens": 40,
+        "total_tokens": 240,
+        "models": {"ScriptedModel": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240}},
+        "saved": {"requests": 0, "tokens": 0},
+        "replayed": {},
+        "live": {"model": 2, "tool": 2},
+        "not_recorded": {},
+    }
+
+    tries.run(op)
+    assert len(model.calls) == 4
+    assert tries.ti.xcoms["usage"] == {
+        "requests": 1,
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "total_tokens": 120,
+        "models": {"ScriptedModel": {"requests": 1, "input_tokens": 100, "output_tokens": 20, "total_tokens": 120}},
+        "saved": {"requests": 2, "tokens": 240},
+        "replayed": {"model": 2, "tool": 2},
+        "live": {"model": 1},
+        "not_recorded": {},
+    }
+
+
+def test_a_plain_try_pushes_its_usage_per_model_also_when_it_fails():
+    tool = ToolRuns()
+    model = ScriptedModel(script_failing_on_the_third_request(), default_usage=USAGE)
+    op = AgentOperator(task_id="t", prompt="Weather?", agent=Agent(name="a", model=model, tools=[tool.tool]))
+    ti = TaskInstance()
+
+    with pytest.raises(ConnectionError):
+        run_try(op, ti=ti)
+    usage = ti.xcoms["usage"]
+    assert usage["models"] == {
+        "ScriptedModel": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240}
+    }
+    assert (usage["live"], usage["replayed"], usage["saved"]) == (
+        {"model": 2, "tool": 2},
+        {},
+        {"requests": 0, "tokens": 0},
+    )
+
+
+def test_usage_names_each_model_a_run_reached_by_its_name():
+    model = ScriptedModel([[assistant_message("ok")]], default_usage=USAGE)
+    model.model = "gpt-4.1-mini"  # as the SDK's OpenAI models name themselves
+    ti = TaskInstance()
+    run_try(AgentOperator(task_id="t", prompt="p", agent=Agent(name="a", model=model)), ti=ti)
+    assert list(ti.xcoms["usage"]["models"]) == ["gpt-4.1-mini"]
+    assert ti.xcoms["usage"]["total_tokens"] == 120

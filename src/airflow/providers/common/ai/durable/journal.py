@@ -17,6 +17,7 @@ different ones.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -32,6 +33,7 @@ from urllib.parse import unquote, unquote_plus
 
 from airflow.providers.common.ai.durable.fingerprint import why_fingerprints_differ
 from airflow.providers.common.ai.durable.storage import JournalStorage
+from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,31 @@ class JournalStats:
     not_recorded: list[str] = field(default_factory=list)
     #: Tokens the replayed steps had cost when they ran (from their recorded ``meta["tokens"]``).
     tokens_saved: int = 0
+    #: Requests the replayed steps had cost: one for each replayed step that recorded tokens.
+    requests_saved: int = 0
+    #: The steps that ran live but could not be recorded, by kind.
+    not_recorded_kinds: Counter[str] = field(default_factory=Counter)
+    #: What the live steps used, by step name (a model's name), as they reported it with ``used``.
+    used: dict[str, ModelUsage] = field(default_factory=dict)
+    #: Each divergence of this try: the step's key, the step, and why it did not line up.
+    divergences: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def usage(self) -> TryUsage:
+        """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
+        return TryUsage(
+            models={name: dataclasses.replace(usage) for name, usage in self.used.items()},
+            saved_requests=self.requests_saved,
+            saved_tokens=self.tokens_saved,
+            replayed=dict(+self.replayed),
+            live=dict(+self.ran_live),
+            not_recorded=dict(+self.not_recorded_kinds),
+        )
+
+    def _count_saved(self, meta: dict[str, Any], sign: int = 1) -> None:
+        tokens = meta.get("tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            self.tokens_saved += sign * tokens
+            self.requests_saved += sign
 
     def summary(self) -> str:
         def by_kind(counter: Counter[str]) -> str:
@@ -197,6 +224,8 @@ class JournalStep:
         # Why this call, though it returned, did not complete and must not be recorded.
         self._incomplete: str | None = None
         self._finished = False
+        # The tokens this live call reported with used(), recorded with its result.
+        self._tokens: int | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -248,10 +277,20 @@ class JournalStep:
         self._finish()
         masked, held_a_secret = _masked(result)
         state = _MASKED if held_a_secret else _DONE
-        written = self.run.journal._write(self, self._entry(state, result=masked, meta=meta or {}), what="result")
+        meta = {**({"tokens": self._tokens} if self._tokens is not None else {}), **(meta or {})}
+        written = self.run.journal._write(self, self._entry(state, result=masked, meta=meta), what="result")
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
         return written and not held_a_secret
+
+    def used(self, *, requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> None:
+        """
+        Count what this live call used (a model call's requests and tokens) in the try's usage; its
+        tokens are recorded with its result, so that a replay knows what it saved.
+        """
+        usage = self.run.journal.stats.used.setdefault(self.name, ModelUsage())
+        usage.add(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
+        self._tokens = total_tokens
 
     def keep_live(self, reason: str) -> None:
         """This call will return without having completed (a run it started stopped): never record it."""
@@ -279,8 +318,7 @@ class JournalStep:
         stats = self.run.journal.stats
         stats.replayed[self.kind] -= 1
         stats.replayed += Counter()  # drops the kind if nothing of it replayed
-        tokens = self.meta.get("tokens")
-        stats.tokens_saved -= tokens if isinstance(tokens, int) else 0
+        stats._count_saved(self.meta, sign=-1)
         self.replayed, self.result, self.meta = False, None, {}
         self.run._diverge(self, reason)
 
@@ -395,9 +433,7 @@ class DurableRun:
             step.result = entry.get("result")
             step.meta = entry.get("meta") or {}
             journal.stats.replayed[step.kind] += 1
-            tokens = step.meta.get("tokens")
-            if isinstance(tokens, int):
-                journal.stats.tokens_saved += tokens
+            journal.stats._count_saved(step.meta)
         else:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
@@ -405,6 +441,7 @@ class DurableRun:
     def _diverge(self, step: JournalStep, reason: str) -> None:
         self.reads = False
         step.reads_nested_runs = False
+        self.journal.stats.divergences.append((step.key, step.describe(), reason))
         log.warning(
             "Durable: run diverged; this call and every later call of run %s run live step=%s reason=%r",
             self.path,
@@ -622,6 +659,7 @@ class DurableJournal:
         )
         if what == "result":
             self.stats.not_recorded.append(f"{step.describe()}: {reason}")
+            self.stats.not_recorded_kinds[step.kind] += 1
         return False
 
     def _stored_keys(self) -> Iterator[str]:
@@ -679,6 +717,16 @@ def current_journal() -> DurableJournal | None:
     from airflow.providers.common.ai.durable.task_instance import journal_of_running_task
 
     return journal_of_running_task()
+
+
+def journal_in_use() -> DurableJournal | None:
+    """The current journal if one was opened in this context or task try; never opens one."""
+    journal = _scoped_journal.get()
+    if journal is not None:
+        return journal
+    from airflow.providers.common.ai.durable.task_instance import bound_journal_of_running_task
+
+    return bound_journal_of_running_task()
 
 
 def running_step() -> JournalStep | None:

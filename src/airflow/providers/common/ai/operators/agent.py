@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
-    from agents import Agent, MultiProvider, RunConfig, Runner
+    from agents import Agent, Model, ModelResponse, MultiProvider, RunConfig, RunContextWrapper, RunHooks, Runner
+    from agents.models import get_default_model
     from agents.run_config import DEFAULT_MAX_TURNS
 except ImportError as error:  # pragma: no cover - openai-agents is a dependency of this provider
     from airflow.exceptions import AirflowOptionalProviderFeatureException
@@ -17,6 +18,8 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
 from airflow.sdk import BaseOperator
 from pydantic_core import to_jsonable_python
 
+from airflow.providers.common.ai.durable.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
+
 if TYPE_CHECKING:
     from agents import RunResult
     from airflow.sdk import Context
@@ -25,7 +28,11 @@ if TYPE_CHECKING:
 class AgentOperator(BaseOperator):
     """
     Run an OpenAI Agents SDK agent on ``prompt``; the agent's final output is the task's return
-    value (XCom), a pydantic or dataclass output as JSON-compatible data.
+    value (XCom), a pydantic or dataclass output as JSON-compatible data. Each try also pushes
+    its usage to XCom under the key ``usage``, also when the try fails: the requests and tokens
+    per model that reached a model in this try and, when durable, what the replay saved and how
+    many calls of each kind replayed, ran live or could not be recorded (see
+    :class:`~airflow.providers.common.ai.durable.usage.TryUsage`).
 
     With ``durable=True`` each model call and function-tool call the agent completes is recorded
     in the task instance's journal, and a retry replays them instead of calling the model or
@@ -110,14 +117,29 @@ class AgentOperator(BaseOperator):
                     "Durable: durable=True with retries=0 records calls that only a retry, or a clear "
                     "after the task failed, replays; set retries to let Airflow replay them"
                 )
-        agent = self._get_agent()
-        run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": self._get_run_config()}
-        if self.durable:
-            result = run_durably_sync(agent, self.prompt, **run_kwargs)
-        else:
-            result = Runner.run_sync(agent, self.prompt, **run_kwargs)
-        self._log_usage(result)
+        run_config = self._get_run_config()
+        run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": run_config}
+        counted = _CountedUsage(run_config)
+        try:
+            agent = self._get_agent()
+            if self.durable:
+                result = run_durably_sync(agent, self.prompt, hooks=counted, **run_kwargs)
+            else:
+                result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
+        finally:
+            # Also when the try fails: what it used as far as it got.
+            usage = self._get_usage(counted)
+            context["ti"].xcom_push(key=USAGE_XCOM_KEY, value=usage.to_dict())
+        self._log_usage(result, usage)
         return to_jsonable_python(result.final_output)
+
+    def _get_usage(self, counted: _CountedUsage) -> TryUsage:
+        from airflow.providers.common.ai.durable.journal import journal_in_use
+
+        # A durable run in a task has a journal, which also knows what replayed; outside a task
+        # (or without durable) the run's hooks counted what reached the model.
+        journal = journal_in_use() if self.durable else None
+        return journal.stats.usage() if journal is not None else counted.usage
 
     def _get_agent(self) -> Agent:
         if isinstance(self.agent, Agent):
@@ -141,8 +163,7 @@ class AgentOperator(BaseOperator):
         # A copy, not the user's RunConfig: the operator object lives on across tries.
         return dataclasses.replace(self.run_config, model_provider=provider)
 
-    def _log_usage(self, result: RunResult) -> None:
-        usage = result.context_wrapper.usage
+    def _log_usage(self, result: RunResult, usage: TryUsage) -> None:
         self.log.info(
             "Agent %r answered: %d model requests reached the model in this try, %d tokens (%d input, %d output)",
             result.last_agent.name,
@@ -151,6 +172,37 @@ class AgentOperator(BaseOperator):
             usage.input_tokens,
             usage.output_tokens,
         )
+
+
+class _CountedUsage(RunHooks):
+    """Run hooks that count each model answer's usage by model name, for a run without a journal."""
+
+    def __init__(self, run_config: RunConfig | None) -> None:
+        self.run_config = run_config
+        self.usage = TryUsage()
+
+    async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse) -> None:
+        counts = response.usage
+        name = _model_name(self.run_config.model if self.run_config and self.run_config.model else agent.model)
+        self.usage.models.setdefault(name, ModelUsage()).add(
+            requests=counts.requests,
+            input_tokens=counts.input_tokens,
+            output_tokens=counts.output_tokens,
+            total_tokens=counts.total_tokens,
+        )
+        self.usage.live["model"] = self.usage.live.get("model", 0) + 1
+
+    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Any, result: Any) -> None:
+        self.usage.live["tool"] = self.usage.live.get("tool", 0) + 1
+
+
+def _model_name(model: str | Model | None) -> str:
+    """The name a durable run's journal gives the same model."""
+    if model is None:
+        return get_default_model()
+    if isinstance(model, str):
+        return model
+    return str(getattr(model, "model", None) or type(model).__name__)
 
 
 def _check_prompt(prompt: Any, task_id: str, *, when_rendered: bool) -> None:
