@@ -1,12 +1,104 @@
 """
-MCP tool calls of a durable run (R-34): the SDK turns each MCP tool into a ``FunctionTool``; this
-module adds what a journaled MCP call needs beyond a function tool.
+MCP tool calls of a durable run (R-34).
+
+The SDK turns each tool an MCP server lists into a ``FunctionTool`` whose invocation calls
+``MCPUtil.invoke_mcp_tool``, so the adapter's function-tool hook already journals an MCP call: it
+is recorded when it completes, replays without reaching the server, and reruns when it raised or
+was cut off. This module adds what an MCP call needs beyond that: the server is told the call's
+idempotency key in the request's ``_meta``, and an ``isError`` result, which the SDK hands to the
+model as ordinary output, counts as a failed call.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from typing import Any
+
+from airflow.providers.common.ai.durable.journal import running_step
+
+#: The ``_meta`` key under which a journaled MCP tool call sends its idempotency key to the server.
+IDEMPOTENCY_KEY_META = "airflow.apache.org/idempotency-key"
+
+#: Names of the SDK this module relies on, by module. None is private: ``MCPUtil.invoke_mcp_tool``
+#: is public, but replacing it relies on ``MCPUtil.to_function_tool`` reading it from the class
+#: each time it converts a listed tool, which the tests of this module pin.
+SDK_MODULE_NAMES: dict[str, tuple[str, ...]] = {"agents.mcp.util": ("MCPUtil",)}
+
+_HOOKED = "_airflow_durable_hook"
+
+
+class MCPToolError(Exception):
+    """An MCP tool answered with ``isError``: the call failed, though the SDK shows the model its text."""
+
+
+def _is_error(result: Any) -> bool:
+    # mcp 2 names the flag is_error, mcp 1 isError; the SDK supports both.
+    return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
+
+
+def _accepts_meta(call_tool: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(call_tool).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "meta" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+class _JournaledServer:
+    """
+    The user's MCP server as ``invoke_mcp_tool`` sees it during one journaled call: it adds the
+    call's idempotency key to the request's ``_meta`` and notes an ``isError`` result as a failure.
+    Everything else is the user's server.
+    """
+
+    def __init__(self, server: Any, key: str | None, note_failure: Callable[[BaseException], None]) -> None:
+        self.server = server
+        self.key = key
+        self.note_failure = note_failure
+
+    async def call_tool(
+        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
+    ) -> Any:
+        if self.key is not None and _accepts_meta(self.server.call_tool):
+            meta = {**(meta or {}), IDEMPOTENCY_KEY_META: self.key}
+            result = await self.server.call_tool(tool_name, arguments, meta=meta)
+        else:
+            # Called as the SDK calls it: a server written before the SDK passed _meta takes none.
+            result = await self.server.call_tool(tool_name, arguments, **({} if meta is None else {"meta": meta}))
+        if _is_error(result):
+            self.note_failure(MCPToolError(f"MCP tool {tool_name!r} answered with isError"))
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.server, name)
+
+
+def _is_the_call_of(step: Any, context: Any) -> bool:
+    # An MCP call made inside a journaled call (by an agent run as a tool) is part of that call,
+    # not a step of its own: it has no key of its own to send, and the call's would be shared.
+    return step.kind == "tool" and step.name == getattr(context, "tool_name", None)
 
 
 def install_mcp_hooks(note_failure: Callable[[BaseException], None]) -> None:
-    """Install the MCP hooks; ``note_failure`` marks the running tool call as failed."""
+    """
+    Route, once per process, the SDK's MCP tool invocation through :class:`_JournaledServer`
+    while a journaled tool call runs; ``note_failure`` marks that call as failed. Outside a
+    journaled call (no durable run, or a replayed call, which never invokes) nothing changes.
+    """
+    from agents.mcp.util import MCPUtil
+
+    invoke = MCPUtil.__dict__["invoke_mcp_tool"].__func__
+    if getattr(invoke, _HOOKED, False):
+        return
+
+    async def invoke_mcp_tool(cls: Any, server: Any, tool: Any, context: Any, input_json: str, **kwargs: Any) -> Any:
+        step = running_step()
+        if step is not None:
+            key = step.idempotency_key if _is_the_call_of(step, context) else None
+            server = _JournaledServer(server, key, note_failure)
+        return await invoke(cls, server, tool, context, input_json, **kwargs)
+
+    setattr(invoke_mcp_tool, _HOOKED, True)
+    invoke_mcp_tool.__doc__ = invoke.__doc__
+    MCPUtil.invoke_mcp_tool = classmethod(invoke_mcp_tool)  # type: ignore[method-assign,assignment]
