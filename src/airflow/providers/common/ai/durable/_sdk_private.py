@@ -18,12 +18,16 @@ OUTPUT_TYPE_ADAPTER = "_output_type_adapter"
 # wrapper forwards them so that the wrapped model behaves as it would unwrapped.
 CLEANUP_ON_RUN_END = "_cleanup_on_run_end"
 SUPPORTS_DEFAULT_PROMPT_CACHE_KEY = "_supports_default_prompt_cache_key"
+# A streamed run closes a model provider the SDK would have created when its run ends, as the SDK
+# does: only this method of the streamed result registers that.
+ENSURE_MODEL_PROVIDER_CLEANUP = "_ensure_model_provider_cleanup_on_completion"
 
 #: Each private attribute and a function returning an SDK object that must have it.
 PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {
     OUTPUT_TYPE_ADAPTER: lambda: _a_function_tool(),
     CLEANUP_ON_RUN_END: lambda: Model,
     SUPPORTS_DEFAULT_PROMPT_CACHE_KEY: lambda: _an_openai_model(),
+    ENSURE_MODEL_PROVIDER_CLEANUP: lambda: _streamed_result_class(),
 }
 
 #: Private module-level names, by module:
@@ -132,6 +136,17 @@ async def close_runner_owned_model_provider(provider: Any) -> None:
     from agents.run_internal.model_provider_lifecycle import _close_runner_owned_model_provider
 
     await _close_runner_owned_model_provider(provider)
+
+
+def ensure_model_provider_cleanup(result: Any, cleanup: Callable[[], Awaitable[None]]) -> None:
+    """Have a streamed result run ``cleanup`` when its run ends, as for a provider the SDK created."""
+    getattr(result, ENSURE_MODEL_PROVIDER_CLEANUP)(cleanup)
+
+
+def _streamed_result_class() -> Any:
+    from agents import RunResultStreaming
+
+    return RunResultStreaming
 
 
 def nested_agent_run_was_interrupted(context: Any) -> bool:
