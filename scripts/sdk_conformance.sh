@@ -18,15 +18,19 @@
 #               run_durably_sync with no journal: outside a task, where it must be exactly
 #               Runner.run (R-20), so no refusal is allowed here
 #      journal  the same inside a fresh in-memory journal per run, as inside a task (R-49)
-#      retry    as journal, and each run that returned is run again as a retry over the same
-#               storage; its final output, item types, interruptions and last agent (by name)
-#               must match the first run's. Only mismatches count in this mode: the retry calls
-#               the test's hooks and tracing a second time, so the test's own asserts are shown
-#               for information only.
+#      retry    as journal, and each journaled run that returned is run again as a retry over
+#               the same storage, as a new try would run it (the context as it was before the
+#               first run, the test's scripted models answering by request as a deterministic
+#               model does). It must show the same final output, item types, interruptions and
+#               last agent (by name), replay every call the first run recorded, and ask no model
+#               anything new; a retry that hangs counts too. Only that comparison is the verdict
+#               here: the retry calls the test's hooks and tracing a second time, so the test's
+#               own asserts are shown for information only.
 #    Each mode's pytest output is kept in .conformance/results/MODE.log.
 # 4. Prints per mode the passed/failed counts and the failing test ids, marks those listed in
 #    scripts/sdk_conformance_allowed.txt (mode, test id, reason), writes the whole report to
-#    .conformance/results/summary.md, and exits 1 when a failure or a mismatch is not allowed.
+#    .conformance/results/summary.md, and exits 1 when a failure or a mismatch is not allowed, or
+#    when a test the list allows passes now (its line is stale).
 #
 #   --rev REV   judge the provider as committed at REV (git archive into .conformance/, put first
 #               on PYTHONPATH) instead of the working tree
@@ -34,8 +38,8 @@
 #   TEST_TIMEOUT  seconds before a test that hangs fails (pytest-timeout; default 20)
 #   PYTHON      the interpreter that creates the venv (default python3, 3.10+)
 #
-# Takes about 5 minutes on 2 cores with JOBS=2, besides the first download and install. It is
-# not part of .ci/run until every mode passes and it fits CI's time budget.
+# Each mode takes about a minute on 2 cores with JOBS=2 (shipped half that), besides the first
+# download and install. docs/conformance.rst says what is allowed and why.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONF="$ROOT/.conformance"

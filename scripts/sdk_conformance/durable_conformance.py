@@ -11,15 +11,23 @@ Loaded by scripts/sdk_conformance.sh with ``-p durable_conformance`` and one mod
 ``--durable-mode=journal``
     the same, inside a fresh ``DurableJournal(InMemoryStorage())`` per run (inside a task, R-49).
 ``--durable-mode=retry``
-    as ``journal``, then each run that returned is run again as a retry over the same storage (a
-    new ``DurableJournal``), and the retry's final output, item types, interruptions and last
-    agent (by name) are compared with the first run's. The test goes on with the first result.
+    as ``journal``, then each journaled run that returned is run again as a retry over the same
+    storage (a new ``DurableJournal``), as a new try of the task would run it: with the
+    ``context`` as it was before the first run (a deep copy taken then; the SDK notes consumed
+    approvals and completed calls in the one it is given), and with the test's scripted models
+    (``agents.testing.ScriptedModel``) answering as a deterministic model does, by request
+    (``_ScriptedModels``). The retry must show what the first run showed (final output, item
+    types, interruptions, last agent by name), replay every call the first run recorded, and ask
+    no model anything the first run did not; a retry that never ends (the timeout ends its test)
+    is a mismatch too. Afterwards the scripted models are put back as the first run left them,
+    and the test goes on with the first result.
 
 ``Runner`` is one class (``agents.Runner`` is ``agents.run.Runner``), so patching its two
 classmethods covers every import path. ``run_durably`` itself calls ``Runner.run``: a context
 variable set around the routed call sends that call, and any nested run inside it (an
 ``Agent.as_tool()``), to the original method, as it is in real use. Tests that call an
-``AgentRunner`` directly, ``Runner.run_streamed``, or patch ``Runner.run`` themselves are not routed.
+``AgentRunner`` directly, ``Runner.run_streamed``, or patch ``Runner.run`` themselves are not
+routed, nor is any run nested inside those.
 
 ``--durable-results=FILE`` writes one JSON line per test (outcome, failure text, retry
 comparisons); scripts/sdk_conformance/summarize.py reads it.
@@ -29,10 +37,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
+import dataclasses
 import functools
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -42,6 +52,10 @@ MODES = ("shipped", "outside", "journal", "retry")
 # Set while a routed run runs: Runner.run inside it is the original (run_durably's own call, nested runs).
 _routed: contextvars.ContextVar[bool] = contextvars.ContextVar("durable_conformance_routed", default=False)
 _current_item: pytest.Item | None = None
+# The scripted models of the routed run running now (mode retry).
+_scripts: contextvars.ContextVar[_ScriptedModels | None] = contextvars.ContextVar(
+    "durable_conformance_scripts", default=None
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -76,6 +90,50 @@ def _route_runner(mode: str) -> None:
         arguments = dict(bound.arguments)
         return arguments.pop("starting_agent"), arguments.pop("input"), arguments
 
+    async def routed(agent: Any, input: Any, options: dict[str, Any]) -> Any:
+        if mode == "outside":
+            return await run_durably(agent, input, **options)
+        storage = InMemoryStorage()
+        scripts = _ScriptedModels()
+        retry_options = _as_before(options) if mode == "retry" else options
+        with journal_scope(DurableJournal(storage)), _noting_a_raise(mode), scripts.first_run():
+            result = await run_durably(agent, input, **options)
+        if mode == "retry" and (reason := _not_retried(input, options)) is None:
+            recorded = _recorded_calls(storage)
+            retry = DurableJournal(storage)
+            _note({"retry": "started"})  # a retry that hangs ends the test without a comparison
+            with journal_scope(retry), scripts.retry():
+                try:
+                    retried = await run_durably(agent, input, **retry_options)
+                except Exception as error:  # the comparison reports it
+                    retried = error
+            _note_retry(result, retried, retry, recorded, scripts)
+        elif mode == "retry":
+            _note({"retry": "skipped", "reason": reason})
+        return result
+
+    def routed_sync(agent: Any, input: Any, options: dict[str, Any]) -> Any:
+        if mode == "outside":
+            return run_durably_sync(agent, input, **options)
+        storage = InMemoryStorage()
+        scripts = _ScriptedModels()
+        retry_options = _as_before(options) if mode == "retry" else options
+        with journal_scope(DurableJournal(storage)), _noting_a_raise(mode), scripts.first_run():
+            result = run_durably_sync(agent, input, **options)
+        if mode == "retry" and (reason := _not_retried(input, options)) is None:
+            recorded = _recorded_calls(storage)
+            retry = DurableJournal(storage)
+            _note({"retry": "started"})  # a retry that hangs ends the test without a comparison
+            with journal_scope(retry), scripts.retry():
+                try:
+                    retried = run_durably_sync(agent, input, **retry_options)
+                except Exception as error:  # the comparison reports it
+                    retried = error
+            _note_retry(result, retried, retry, recorded, scripts)
+        elif mode == "retry":
+            _note({"retry": "skipped", "reason": reason})
+        return result
+
     @functools.wraps(original_run)
     async def run(cls: Any, *args: Any, **kwargs: Any) -> Any:
         if _routed.get():
@@ -83,22 +141,7 @@ def _route_runner(mode: str) -> None:
         agent, input, options = split(args, kwargs)
         token = _routed.set(True)
         try:
-            if mode == "outside":
-                return await run_durably(agent, input, **options)
-            storage = InMemoryStorage()
-            with journal_scope(DurableJournal(storage)), _noting_a_raise(mode):
-                result = await run_durably(agent, input, **options)
-            if mode == "retry" and (reason := _not_retried(input, options)) is None:
-                retry = DurableJournal(storage)
-                with journal_scope(retry):
-                    try:
-                        retried = await run_durably(agent, input, **options)
-                    except Exception as error:  # the comparison reports it
-                        retried = error
-                _note_retry(result, retried, retry, storage)
-            elif mode == "retry":
-                _note({"retry": "skipped", "reason": reason})
-            return result
+            return await routed(agent, input, options)
         finally:
             _routed.reset(token)
 
@@ -109,27 +152,217 @@ def _route_runner(mode: str) -> None:
         agent, input, options = split(args, kwargs)
         token = _routed.set(True)
         try:
-            if mode == "outside":
-                return run_durably_sync(agent, input, **options)
-            storage = InMemoryStorage()
-            with journal_scope(DurableJournal(storage)), _noting_a_raise(mode):
-                result = run_durably_sync(agent, input, **options)
-            if mode == "retry" and (reason := _not_retried(input, options)) is None:
-                retry = DurableJournal(storage)
-                with journal_scope(retry):
-                    try:
-                        retried = run_durably_sync(agent, input, **options)
-                    except Exception as error:  # the comparison reports it
-                        retried = error
-                _note_retry(result, retried, retry, storage)
-            elif mode == "retry":
-                _note({"retry": "skipped", "reason": reason})
-            return result
+            return routed_sync(agent, input, options)
         finally:
             _routed.reset(token)
 
     Runner.run = classmethod(run)  # type: ignore[method-assign,assignment]
     Runner.run_sync = classmethod(run_sync)  # type: ignore[method-assign,assignment]
+    _keep_nested_runs_unrouted()
+    if mode == "retry":
+        _answer_scripted_models_by_request()
+
+
+def _keep_nested_runs_unrouted() -> None:
+    """
+    A run started inside any agent run (an ``Agent.as_tool()`` run inside a streamed run, or
+    inside a run of an ``AgentRunner`` called directly) is part of that run, not a run of its own:
+    it is not routed, as ``run_durably`` is never called for it in real use.
+    """
+    from agents.run import AgentRunner
+
+    original_run = AgentRunner.run
+    original_run_streamed = AgentRunner.run_streamed
+
+    @functools.wraps(original_run)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _routed.set(True)
+        try:
+            return await original_run(self, *args, **kwargs)
+        finally:
+            _routed.reset(token)
+
+    @functools.wraps(original_run_streamed)
+    def run_streamed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The streamed run's task is created in here, and takes this context with it.
+        token = _routed.set(True)
+        try:
+            return original_run_streamed(self, *args, **kwargs)
+        finally:
+            _routed.reset(token)
+
+    AgentRunner.run = run  # type: ignore[method-assign]
+    AgentRunner.run_streamed = run_streamed  # type: ignore[method-assign]
+
+
+def _answer_scripted_models_by_request() -> None:
+    """Route ``ScriptedModel.get_response`` through the routed run's :class:`_ScriptedModels`."""
+    from agents.testing import ScriptedModel
+
+    original = ScriptedModel.get_response
+
+    @functools.wraps(original)
+    async def get_response(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scripts = _scripts.get()
+        if scripts is None or scripts.phase is None:
+            return await original(self, *args, **kwargs)
+        return await scripts.answer(self, original, args, kwargs)
+
+    original_stream = ScriptedModel.stream_response
+
+    @functools.wraps(original_stream)
+    async def stream_response(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        # A nested streamed run (Agent.as_tool(on_stream=...)) inside a routed run streams.
+        scripts = _scripts.get()
+        if scripts is None or scripts.phase is None:
+            async for event in original_stream(self, *args, **kwargs):
+                yield event
+            return
+        async for event in scripts.stream(self, original_stream, args, kwargs):
+            yield event
+
+    ScriptedModel.get_response = get_response  # type: ignore[method-assign]
+    ScriptedModel.stream_response = stream_response  # type: ignore[method-assign]
+
+
+_SCRIPT_STATE = ("_steps", "_calls", "_retry_advice_by_error_id")
+
+
+class _ScriptedModels:
+    """
+    The SDK tests' scripted models (``agents.testing.ScriptedModel``), for one routed run and
+    its retry, made to answer as a deterministic model does: asked the same again, the same answer.
+
+    A script answers its next step, whatever it is asked, and the first run has consumed the
+    steps that a live call of the retry needs (a real model asked the same again would answer
+    alike). So the first run notes each call's request and answer; in the retry a live call gets
+    the answer the first run got for the same request (the first not yet given, among equal
+    requests). A request the first run never made is noted, a mismatch (the retry asked the model
+    something new), and answered by the script's next step. After the retry every model is put
+    back as the first run left it: the test goes on as if there had been no retry.
+    """
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        # id(model) -> [request, answer (a response or the exception raised), given in the retry]
+        self.answers: dict[int, list[list[Any]]] = {}
+        self.models: dict[int, Any] = {}
+        # id(model) -> the state to put back after the retry
+        self.states: dict[int, dict[str, Any]] = {}
+        self.new_requests: list[str] = []
+
+    @contextlib.contextmanager
+    def first_run(self) -> Iterator[None]:
+        token = _scripts.set(self)
+        self.phase = "first"
+        try:
+            yield
+        finally:
+            self.phase = None
+            _scripts.reset(token)
+            self.states = {key: _script_state(model) for key, model in self.models.items()}
+
+    @contextlib.contextmanager
+    def retry(self) -> Iterator[None]:
+        token = _scripts.set(self)
+        self.phase = "retry"
+        try:
+            yield
+        finally:
+            self.phase = None
+            _scripts.reset(token)
+            for key, state in self.states.items():
+                for name, value in state.items():
+                    setattr(self.models[key], name, copy.copy(value))
+
+    async def answer(self, model: Any, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        request = _request_key(args, kwargs)
+        if self.phase == "first":
+            self.models.setdefault(id(model), model)
+            answers = self.answers.setdefault(id(model), [])
+            try:
+                response = await original(model, *args, **kwargs)
+            except Exception as error:
+                answers.append([request, error, False])
+                raise
+            answers.append([request, copy.deepcopy(response), False])
+            return response
+        if id(model) not in self.states:
+            self.models[id(model)] = model
+            self.states[id(model)] = _script_state(model)
+        for noted in self.answers.get(id(model), []):
+            if not noted[2] and noted[0] == request:
+                noted[2] = True
+                if isinstance(noted[1], BaseException):
+                    raise noted[1]
+                return copy.deepcopy(noted[1])
+        self.new_requests.append(request[:400])
+        return await original(model, *args, **kwargs)
+
+    async def stream(
+        self, model: Any, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        """As :meth:`answer`, for a streamed call: the answer is the events it yielded."""
+        request = "streamed " + _request_key(args, kwargs)
+        if self.phase == "first":
+            self.models.setdefault(id(model), model)
+            events: list[Any] = []
+            noted = [request, events, False]
+            self.answers.setdefault(id(model), []).append(noted)
+            try:
+                async for event in original(model, *args, **kwargs):
+                    events.append(copy.deepcopy(event))
+                    yield event
+            except Exception as error:
+                noted[1] = (events, error)
+                raise
+            return
+        if id(model) not in self.states:
+            self.models[id(model)] = model
+            self.states[id(model)] = _script_state(model)
+        for noted in self.answers.get(id(model), []):
+            if not noted[2] and noted[0] == request:
+                noted[2] = True
+                events, error = noted[1] if isinstance(noted[1], tuple) else (noted[1], None)
+                for event in events:
+                    yield copy.deepcopy(event)
+                if error is not None:
+                    raise error
+                return
+        self.new_requests.append(request[:400])
+        async for event in original(model, *args, **kwargs):
+            yield event
+
+
+def _script_state(model: Any) -> dict[str, Any]:
+    return {name: copy.copy(getattr(model, name)) for name in _SCRIPT_STATE}
+
+
+def _request_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """What a model call asks, as text: instructions, input, tools, handoffs and output schema."""
+    from agents.testing import ScriptedModel
+
+    call = inspect.signature(ScriptedModel.get_response).bind(None, *args, **kwargs).arguments
+    schema = call["output_schema"]
+    return json.dumps(
+        {
+            "instructions": call["system_instructions"],
+            "input": call["input"],
+            "tools": [getattr(tool, "name", type(tool).__name__) for tool in call["tools"]],
+            "handoffs": [getattr(handoff, "tool_name", None) for handoff in call["handoffs"]],
+            "output_schema": None if schema is None or schema.is_plain_text() else schema.json_schema(),
+        },
+        sort_keys=True,
+        default=_plain,
+    )
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", exclude_none=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return repr(value)
 
 
 @contextlib.contextmanager
@@ -143,14 +376,29 @@ def _noting_a_raise(mode: str) -> Iterator[None]:
         raise
 
 
+def _as_before(options: dict[str, Any]) -> dict[str, Any]:
+    """
+    The run's options for its retry: the ``context`` as it was before the first run.
+
+    A retry is a new try of the task, whose code builds its context anew; the first run changes
+    the one it was given (the SDK notes in it the approvals it consumed and the calls that
+    completed), and a run given that context again is another run (``Runner.run`` twice shows it).
+    A context that cannot be copied is given as it is.
+    """
+    if options.get("context") is None:
+        return options
+    try:
+        return {**options, "context": copy.deepcopy(options["context"])}
+    except Exception:
+        return options
+
+
 def _not_retried(input: Any, options: dict[str, Any]) -> str | None:
     """Why a run that returned is not run again, or None: only journaled runs have a retry."""
     from agents.run_state import RunState
 
     if isinstance(input, RunState):
         return "a resumed RunState is not journaled"
-    if options.get("session") is not None:
-        return "a run with a session is not journaled"
     return None
 
 
@@ -174,34 +422,37 @@ def _equal(first: Any, second: Any) -> bool:
         return repr(first) == repr(second)
 
 
-def _note_retry(result: Any, retried: Any, retry: Any, storage: Any) -> None:
-    live = dict(retry.stats.ran_live)
+def _recorded_calls(storage: Any) -> int:
+    """How many calls the first run recorded as completed: the retry must replay each of them."""
+    entries = (json.loads(text) for key, text in storage.entries.items() if key != "0")
+    return sum(1 for entry in entries if entry.get("state") == "done")
+
+
+def _note_retry(result: Any, retried: Any, retry: Any, recorded: int, scripts: _ScriptedModels) -> None:
+    """
+    Compare the retry with the first run: what the user sees of the result, that every call the
+    first run recorded replayed, and that the retry asked no model anything the first run did not.
+    """
+    # How many approvals the first run stopped for: such a retry must stop for the same ones.
+    note: dict[str, Any] = {"ran_live": dict(retry.stats.ran_live), "interruptions": len(result.interruptions or [])}
     if isinstance(retried, BaseException):
-        _note(
-            {
-                "retry": "mismatch",
-                "fields": ["raised"],
-                "retry_raised": f"{type(retried).__name__}: {str(retried)[:300]}",
-                "ran_live": live,
-                "entries": len(storage.entries),
-            }
-        )
-        return
-    first, second = _observed(result), _observed(retried)
+        first, second = {"raised": None}, {"raised": f"{type(retried).__name__}: {str(retried)[:300]}"}
+    else:
+        first, second = _observed(result), _observed(retried)
+    replayed = sum(retry.stats.replayed.values())
+    first["replayed"], second["replayed"] = recorded, replayed
+    first["model_requests"], second["model_requests"] = [], scripts.new_requests
     fields = [name for name in first if not _equal(first[name], second[name])]
-    if not fields:
-        _note({"retry": "same", "ran_live": live})
-        return
-    _note(
-        {
-            "retry": "mismatch",
-            "fields": fields,
-            "first": {name: repr(first[name])[:300] for name in fields},
-            "second": {name: repr(second[name])[:300] for name in fields},
-            "ran_live": live,
-            "entries": len(storage.entries),
-        }
-    )
+    if fields:
+        note.update(
+            retry="mismatch",
+            fields=fields,
+            first={name: repr(first[name])[:300] for name in fields},
+            second={name: repr(second[name])[:600] for name in fields},
+        )
+    else:
+        note["retry"] = "same"
+    _note(note)
 
 
 def _note(record: dict[str, Any]) -> None:
