@@ -1,9 +1,11 @@
 """
 The journal's storage format, pinned by journals the code that writes them recorded.
 
-``golden/format_2`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
-scenario of ``golden/scenarios.py``; each is replayed here by the next try of that scenario. The
-hand-written ``golden/format_1`` is what release 0.1.0 wrote: this release sets it aside.
+``golden/format_3`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
+scenario of ``golden/scenarios.py``, and ``golden/format_2`` what the release before recorded
+(format 3 added the part digests that name what changed); each is replayed here by the next try
+of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0 wrote: this release
+sets it aside.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from airflow.providers.common.ai.durable.storage import InMemoryStorage
 GOLDEN = Path(__file__).parent / "golden"
 FORMAT_1 = GOLDEN / "format_1"
 FORMAT_2 = GOLDEN / "format_2"
+FORMAT_3 = GOLDEN / "format_3"
+#: Every format this release replays, each with its golden journals.
+REPLAYED_FORMATS = [FORMAT_2, FORMAT_3]
 RECORDER = GOLDEN / "record.py"
 
 SCENARIO_NAMES = [scenario.name for scenario in SCENARIOS]
@@ -72,8 +77,14 @@ def storage_of(entries: dict[str, str]) -> InMemoryStorage:
     return storage
 
 
-def replayed(name: str) -> Try:
-    return SCENARIOS_BY_NAME[name].replay(storage_of(golden_entries(FORMAT_2 / name)))
+@pytest.fixture(params=REPLAYED_FORMATS, ids=lambda directory: directory.name)
+def golden(request):
+    """The golden directory of one format this release replays."""
+    return request.param
+
+
+def replayed(name: str, golden: Path = FORMAT_3) -> Try:
+    return SCENARIOS_BY_NAME[name].replay(storage_of(golden_entries(golden / name)))
 
 
 def identity(text: str) -> tuple[object, ...]:
@@ -81,7 +92,7 @@ def identity(text: str) -> tuple[object, ...]:
     return entry["kind"], entry["name"], entry["fingerprint"], entry["follows"]
 
 
-# Format 2, recorded by run_durably_sync
+# Formats 2 and 3, recorded by run_durably_sync
 
 
 def test_the_recorder_writes_the_checked_in_golden_files_byte_for_byte(tmp_path):
@@ -101,33 +112,44 @@ def test_the_recorder_writes_the_checked_in_golden_files_byte_for_byte(tmp_path)
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
-def test_each_golden_journal_holds_the_states_its_scenario_is_about(name):
-    entries = {key: json.loads(text) for key, text in golden_entries(FORMAT_2 / name).items()}
+def test_each_golden_journal_holds_the_states_its_scenario_is_about(name, golden):
+    entries = {key: json.loads(text) for key, text in golden_entries(golden / name).items()}
     states = {key: entry.get("state", entry["kind"]) for key, entry in entries.items()}
     assert states == SCENARIOS_BY_NAME[name].states
-    assert {entry["format"] for entry in entries.values()} == {2}
+    assert {entry["format"] for entry in entries.values()} == {int(golden.name.removeprefix("format_"))}
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
-def test_a_replay_computes_the_fingerprints_the_golden_journal_holds(name, golden_key, caplog):
-    golden = golden_entries(FORMAT_2 / name)
-    storage = storage_of(golden)
+def test_format_3_holds_the_fingerprints_of_format_2_and_part_digests_beside_them(name):
+    format_2, format_3 = golden_entries(FORMAT_2 / name), golden_entries(FORMAT_3 / name)
+    assert set(format_2) == set(format_3)
+    for key in set(format_3) - {"0"}:
+        assert identity(format_3[key]) == identity(format_2[key])
+        assert "parts" in json.loads(format_3[key])
+        assert "parts" not in json.loads(format_2[key])
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_a_replay_computes_the_fingerprints_the_golden_journal_holds(name, golden, golden_key, caplog):
+    entries = golden_entries(golden / name)
+    storage = storage_of(entries)
     with caplog.at_level(logging.WARNING):
         SCENARIOS_BY_NAME[name].replay(storage)
 
     assert "run diverged" not in caplog.text
     assert "no recorded run starts with this call" not in caplog.text
-    rewritten = {key for key, text in golden.items() if storage.entries[key] != text}
+    rewritten = {key for key, text in entries.items() if storage.entries[key] != text}
     assert rewritten == REWRITTEN[name]
-    assert set(storage.entries) - set(golden) == ADDED[name]
+    assert set(storage.entries) - set(entries) == ADDED[name]
     # A call run again asks what it asked when its mark was written, and now holds its result.
     for key in rewritten:
-        assert identity(storage.entries[key]) == identity(golden[key])
+        assert identity(storage.entries[key]) == identity(entries[key])
         assert json.loads(storage.entries[key])["state"] == "done"
+        assert json.loads(storage.entries[key])["format"] == FORMAT_VERSION
 
 
-def test_a_plain_run_replays_every_call_with_no_live_call(golden_key):
-    attempt = replayed("plain")
+def test_a_plain_run_replays_every_call_with_no_live_call(golden, golden_key):
+    attempt = replayed("plain", golden)
 
     assert (attempt.model_calls, attempt.tool_runs) == ({}, {})
     assert attempt.journal.stats.replayed == {"model": 2, "tool": 1}
@@ -137,8 +159,8 @@ def test_a_plain_run_replays_every_call_with_no_live_call(golden_key):
     assert attempt.result.final_output == "Sunny in Paris."
 
 
-def test_structured_tool_outputs_replay_as_equal_values_of_the_same_types(golden_key):
-    attempt = replayed("structured_tool_outputs")
+def test_structured_tool_outputs_replay_as_equal_values_of_the_same_types(golden, golden_key):
+    attempt = replayed("structured_tool_outputs", golden)
 
     assert (attempt.model_calls, attempt.tool_runs) == ({}, {})
     assert attempt.journal.stats.replayed == {"model": 2, "tool": 3}
@@ -150,8 +172,8 @@ def test_structured_tool_outputs_replay_as_equal_values_of_the_same_types(golden
     assert attempt.result.final_output == "Invoice INV-7 is due on 2026-12-31."
 
 
-def test_a_nested_run_replays_under_the_tool_that_started_it_when_that_tool_runs_again(golden_key):
-    attempt = replayed("nested_run")
+def test_a_nested_run_replays_under_the_tool_that_started_it_when_that_tool_runs_again(golden, golden_key):
+    attempt = replayed("nested_run", golden)
 
     # The tool failed after its nested run completed: it runs again, its helper is not asked again.
     assert attempt.tool_runs == {"delegate": 1}
@@ -162,9 +184,9 @@ def test_a_nested_run_replays_under_the_tool_that_started_it_when_that_tool_runs
     assert attempt.result.final_output == "Backups: all green."
 
 
-def test_an_in_flight_tool_call_runs_again_once_with_its_idempotency_key(golden_key, caplog):
+def test_an_in_flight_tool_call_runs_again_once_with_its_idempotency_key(golden, golden_key, caplog):
     with caplog.at_level(logging.WARNING):
-        attempt = replayed("in_flight")
+        attempt = replayed("in_flight", golden)
 
     assert attempt.tool_runs == {"send_mail": 1}
     assert attempt.idempotency_keys == [IDEMPOTENCY_KEY_AT_1_2]
@@ -177,8 +199,8 @@ def test_an_in_flight_tool_call_runs_again_once_with_its_idempotency_key(golden_
     assert attempt.result.final_output == "Sent to ops@example.com."
 
 
-def test_a_discarded_answer_is_asked_again_once_after_the_calls_before_it_replay(golden_key):
-    attempt = replayed("discarded")
+def test_a_discarded_answer_is_asked_again_once_after_the_calls_before_it_replay(golden, golden_key):
+    attempt = replayed("discarded", golden)
 
     assert attempt.model_calls == {"assistant": 1}
     assert attempt.tool_runs == {}
@@ -234,7 +256,7 @@ def test_a_journal_written_in_format_1_is_set_aside_with_a_log_line_and_runs_liv
     with caplog.at_level(logging.WARNING), journal.run() as run:
         steps = [run.claim(kind, name, fingerprint(request)) for kind, name, request in CALLS]
     assert [step.replayed for step in steps] == [False, False, False]
-    assert "has format 1 (an earlier release wrote it), this release reads 2" in caplog.text
+    assert "has format 1 (an earlier release wrote it), this release reads formats 2 and 3" in caplog.text
 
 
 def test_a_journal_written_in_format_1_is_deleted_with_the_rest():

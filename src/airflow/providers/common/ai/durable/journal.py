@@ -31,15 +31,16 @@ from itertools import count
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-from airflow.providers.common.ai.durable.fingerprint import why_fingerprints_differ
+from airflow.providers.common.ai.durable.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.storage import JournalStorage
 from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage
 
 log = logging.getLogger(__name__)
 
 #: The format version every entry carries. A change to the entry's fields is a new version.
-FORMAT_VERSION = 2
-_READABLE_FORMATS = frozenset({2})
+#: Format 3 added "parts" (the digests that name what changed); format 2 entries replay as they are.
+FORMAT_VERSION = 3
+_READABLE_FORMATS = frozenset({2, 3})
 
 # The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.
@@ -200,12 +201,22 @@ class JournalStep:
     inside :meth:`running`.
     """
 
-    def __init__(self, run: DurableRun, position: int, kind: str, name: str, fingerprint: str | None) -> None:
+    def __init__(
+        self,
+        run: DurableRun,
+        position: int,
+        kind: str,
+        name: str,
+        fingerprint: str | None,
+        parts: dict[str, Any] | None = None,
+    ) -> None:
         self.run = run
         self.key = f"{run.path}.{position}"
         self.kind = kind
         self.name = name
         self.fingerprint = fingerprint
+        #: Digests of each part of what the call asks, to name what changed when it diverges.
+        self.parts = parts
         #: The digest of the step before this one in its run (of the parent step for a nested run's first).
         self.follows = run.follows
         self.digest = hashlib.sha256(f"{self.follows}\0{kind}\0{name}\0{fingerprint}".encode()).hexdigest()
@@ -348,6 +359,7 @@ class JournalStep:
             "fingerprint": self.fingerprint,
             "follows": self.follows,
             "state": state,
+            **({"parts": self.parts} if self.parts is not None else {}),
             **fields,
         }
 
@@ -375,10 +387,13 @@ class DurableRun:
         #: The steps claimed in this try, in position order.
         self.steps: list[JournalStep] = []
 
-    def claim(self, kind: str, name: str, fingerprint: str | None) -> JournalStep:
+    def claim(
+        self, kind: str, name: str, fingerprint: str | None, *, parts: dict[str, Any] | None = None
+    ) -> JournalStep:
         """
         Take the next position for a call of ``kind`` named ``name`` asking what ``fingerprint``
-        digests, and say whether it replays.
+        digests, and say whether it replays. ``parts`` digests each part of what it asks, so that
+        a divergence names the part that changed.
 
         Claims are numbered in the order they are made; a caller running calls concurrently
         claims them first, in the order it wants them to keep on every try.
@@ -386,9 +401,9 @@ class DurableRun:
         new_run = False
         found: _Lookup | None = None
         if not self.path:
-            found, unmatched = self.journal._number(self, kind, name, fingerprint)
+            found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
             new_run = found is None
-        step = JournalStep(self, next(self._positions), kind, name, fingerprint)
+        step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
         self.follows = step.digest
         self.steps.append(step)
         if fingerprint is None:
@@ -418,7 +433,7 @@ class DurableRun:
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
             self._diverge(step, f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}")
         elif entry.get("fingerprint") != step.fingerprint:
-            self._diverge(step, why_fingerprints_differ(entry.get("fingerprint"), step.fingerprint or ""))
+            self._diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
         elif entry.get("follows") != step.follows:
             self._diverge(step, "an earlier call of this run changed since it was recorded")
         elif state == _IN_FLIGHT:
@@ -523,7 +538,7 @@ class DurableJournal:
         log.info("Durable: journal deleted")
 
     def _number(
-        self, run: DurableRun, kind: str, name: str, fingerprint: str | None
+        self, run: DurableRun, kind: str, name: str, fingerprint: str | None, parts: dict[str, Any] | None = None
     ) -> tuple[_Lookup | None, str | None]:
         """
         Give ``run`` its number from what its first call asks. Return the first entry of the
@@ -563,7 +578,7 @@ class DurableJournal:
             if problem:
                 return None, f"{reason}; recorded run {n} cannot be read: {problem}"
             if fingerprint is not None and entry is not None and (entry.get("kind"), entry.get("name")) == (kind, name):
-                differ = why_fingerprints_differ(entry.get("fingerprint"), fingerprint)
+                differ = why_calls_differ(entry, fingerprint, parts)
                 return None, f"{reason}; the first call of recorded run {n}: {differ}"
         return None, reason
 
@@ -628,7 +643,7 @@ class DurableJournal:
         if entry.get("format") not in _READABLE_FORMATS:
             return None, (
                 f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
-                f"this release reads {FORMAT_VERSION}"
+                f"this release reads formats {' and '.join(map(str, sorted(_READABLE_FORMATS)))}"
             )
         return entry, None
 
