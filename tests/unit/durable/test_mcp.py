@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +27,13 @@ from agents.mcp.util import MCPUtil
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
 from agents.version import __version__ as SDK_VERSION
-from mcp_servers import KEY_META, PNG, http_server, read_calls, stdio_params, tools_called
+from mcp_servers import KEY_META, PNG, SERVER, http_server, read_calls, stdio_params, tools_called
 from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable._mcp import IDEMPOTENCY_KEY_META
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 PROMPT = "Do the sums."
 
@@ -359,6 +363,47 @@ def test_a_server_whose_tool_list_changed_since_the_failed_try_makes_the_model_r
     assert stdio.received == ["add", "add"]
     assert task.replayed == {}
     assert "no recorded run starts with this call" in caplog.text
+
+
+# Through real Airflow retries.
+
+MCP_DAG = Path(__file__).parent / "mcp_dags" / "durable_mcp.py"
+
+
+@pytest.mark.db
+def test_through_a_real_airflow_retry_each_completed_mcp_call_reaches_its_server_once(tmp_path):
+    script = [
+        reply.tool_calls(("add", {"a": 2, "b": 3}, "c1")),
+        reply.tool_calls(("transfer_to_mailer", {}, "h1")),
+        reply.tool_calls(("send_mail", {"to": "ops@example.com", "text": "5"}, "c2")),
+        reply.tool_calls(("broken", {"text": "report"}, "c3")),
+        reply.text("Mailed 5."),
+    ]
+    stdio_calls, http_calls = tmp_path / "stdio.jsonl", tmp_path / "http.jsonl"
+    with FakeOpenAIServer(script) as model, http_server("streamable-http", http_calls) as url:
+        env = {
+            "AIRFLOW__CORE__DAGS_FOLDER": str(MCP_DAG.parent),
+            "AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH": f"file://{tmp_path / 'cache'}",
+            "FAKE_OPENAI_BASE_URL": model.base_url,
+            "MCP_SERVER_SCRIPT": str(SERVER),
+            "MCP_STDIO_CALLS": str(stdio_calls),
+            "MCP_HTTP_URL": url,
+        }
+        run = subprocess.run(
+            [sys.executable, str(MCP_DAG)], env={**os.environ, **env}, capture_output=True, text=True, timeout=300
+        )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-5000:]
+
+    # Try 1 asked the model 4 times and failed in broken; try 2 replayed those 4 and asked once.
+    assert len(model.requests) == 5
+    assert "broken: report" in json.dumps(model.requests[4].body["messages"][-1])
+    assert tools_called(stdio_calls) == ["add"]
+    assert tools_called(http_calls) == ["send_mail", "broken", "broken"]
+    keys = [call["key"] for call in read_calls(http_calls)]
+    assert keys[1] == keys[2] and len(set(keys)) == 2
+    assert "Durable: replayed 6 (model 4, tool 2), ran live 2 (model 1, tool 1)" in output
+    assert "Mailed 5." in output
 
 
 # Outside a task, and servers the SDK's way.
