@@ -408,15 +408,22 @@ def test_a_cut_needs_a_count_of_events(after_events):
 def test_an_injected_failure_of_a_streamed_request_is_an_http_500_and_consumes_no_reply(path):
     async def fail_then_stream(server: FakeOpenAIServer) -> str:
         client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
-        server.fail_next()
-        with pytest.raises(InternalServerError, match="injected failure of request #1"):
-            await client.responses.create(model="m", input="hi", stream=True)
-        async with client.responses.stream(model="m", input="hi") as stream:
-            return (await stream.get_final_response()).output_text
 
-    with FakeOpenAIServer([reply.text(TEXT)], fail_requests=()) as server:
+        async def streamed_text() -> str:
+            if path == CHAT:
+                chunks = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+                return "".join([chunk.choices[0].delta.content or "" async for chunk in chunks])
+            events = await client.responses.create(model="m", input="hi", stream=True)
+            return "".join([event.delta async for event in events if event.type == "response.output_text.delta"])
+
+        server.fail_next()
+        with pytest.raises(InternalServerError, match=f"injected failure of request #1 \\(POST {path}\\)"):
+            await streamed_text()
+        return await streamed_text()
+
+    with FakeOpenAIServer([reply.text(TEXT)]) as server:
         assert asyncio.run(fail_then_stream(server)) == TEXT
-        assert [(r.status, r.streamed) for r in server.requests] == [(500, True), (200, True)]
+        assert [(r.status, r.streamed, r.path) for r in server.requests] == [(500, True, path), (200, True, path)]
 
 
 def test_failures_win_over_cuts():
@@ -475,3 +482,21 @@ def test_options_the_server_implements_are_answered(path, options):
     with FakeOpenAIServer([reply.text(TEXT)]) as server:
         status, _, _ = _post(server, path, body | options)
     assert status == 200
+
+
+def test_concurrent_streams_each_get_one_whole_reply_of_the_script():
+    texts = [f"Answer number {i}: {'ok ' * i}" for i in range(12)]
+
+    async def together(server: FakeOpenAIServer) -> list[str]:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+
+        async def streamed_text() -> str:
+            events = await client.responses.create(model="m", input="hi", stream=True)
+            return "".join([event.delta async for event in events if event.type == "response.output_text.delta"])
+
+        return await asyncio.gather(*(streamed_text() for _ in texts))
+
+    with FakeOpenAIServer([reply.text(text) for text in texts]) as server:
+        answers = asyncio.run(together(server))
+        assert server.remaining_replies == 0
+    assert sorted(answers) == sorted(texts)
