@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
@@ -120,3 +122,33 @@ def test_a_run_with_a_session_holds_the_conversation_once_after_a_retry(tmp_path
         "assistant",
     ]
     assert_no_journal_left("durable_session", cache, task_keys=[])
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_streamed_run_cut_off_mid_answer_replays_the_completed_stream_and_streams_the_same_items(tmp_path, api):
+    script = [reply.tool_calls(("weather", {"city": "Paris"}, "call_1")), reply.text("Sunny in Paris.")]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(script, cut_requests={2}) as server:
+        result = run_dag_file(
+            "durable_streamed.py",
+            tmp_path,
+            FAKE_OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KIND=api,
+            AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}",
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    # try 1 streamed 1 and was cut off in 2; try 2 replayed 1 and streamed 2 again, asking the same
+    assert [(r.number, r.streamed, r.cut) for r in server.requests] == [
+        (1, True, False),
+        (2, True, True),
+        (3, True, False),
+    ]
+    assert server.requests[2].body == server.requests[1].body
+    assert (tmp_path / "tool_runs.txt").read_text().splitlines() == ["weather Paris"]
+    items = ["item tool_called", "item tool_output", "item message_output_created"]
+    assert json.loads((tmp_path / "try1.json").read_text()) == ["completed", *items[:2]]
+    # The replayed answer streams as one completed event; the consumer sees the same run items.
+    assert json.loads((tmp_path / "try2.json").read_text()) == ["completed", *items[:2], "completed", items[2]]
+    assert_no_journal_left("durable_streamed", cache, task_keys=[])

@@ -10,10 +10,12 @@ results, and only the rest reach the model or run. This is the only module that 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
 import logging
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeGuard
@@ -25,6 +27,7 @@ from airflow.providers.common.ai.durable._sdk_private import (
     CLEANUP_ON_RUN_END,
     close_runner_owned_model_provider,
     declared_output_adapter,
+    ensure_model_provider_cleanup,
     install_run_hooks,
     invocation_result,
     nested_agent_run_was_interrupted,
@@ -34,6 +37,7 @@ from airflow.providers.common.ai.durable._tool_output import (
     decode_tool_output,
     encode_tool_output,
 )
+from airflow.providers.common.ai.durable.divergence import model_call_parts, tool_call_parts
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import (
     DurableJournal,
@@ -61,6 +65,7 @@ try:
         RunConfig,
         Runner,
         RunResult,
+        RunResultStreaming,
         Session,
         Tool,
         ToolInputGuardrailTripwireTriggered,
@@ -68,9 +73,16 @@ try:
         TResponseInputItem,
         Usage,
     )
+    from agents.items import TResponseStreamEvent
     from agents.run import AgentRunner
     from agents.run_state import RunState
-    from openai.types.responses import ResponseFunctionToolCall, ResponsePromptParam
+    from openai.types.responses import (
+        Response,
+        ResponseCompletedEvent,
+        ResponseFunctionToolCall,
+        ResponseOutputItemDoneEvent,
+        ResponsePromptParam,
+    )
 except ImportError as error:  # pragma: no cover - openai-agents is a dependency
     from airflow.exceptions import AirflowOptionalProviderFeatureException
 
@@ -192,6 +204,23 @@ def _request(name: str, call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _completed_event(response: ModelResponse, model_name: str) -> ResponseCompletedEvent:
+    """The ``response.completed`` event of a replayed answer: its items, and no usage (no request was made)."""
+    completed = Response.model_construct(
+        id=response.response_id or "replayed",
+        created_at=0,
+        model=model_name,
+        object="response",
+        output=response.output,
+        parallel_tool_calls=False,
+        tool_choice="auto",
+        tools=[],
+        status="completed",
+        usage=None,
+    )
+    return ResponseCompletedEvent.model_construct(type="response.completed", response=completed, sequence_number=0)
+
+
 class _DurableModel(Model):
     """A model of a durable run: each call goes through the run's journal."""
 
@@ -228,9 +257,34 @@ class _DurableModel(Model):
         }
         return await self.durable.model_response(self.wrapped, self.name, call)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        # Streamed runs are not journaled.
-        return self.wrapped.stream_response(*args, **kwargs)
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: ResponsePromptParam | None = None,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        call: dict[str, Any] = {
+            "system_instructions": system_instructions,
+            "input": input,
+            "model_settings": model_settings,
+            "tools": tools,
+            "output_schema": output_schema,
+            "handoffs": handoffs,
+            "tracing": tracing,
+            "previous_response_id": previous_response_id,
+            "conversation_id": conversation_id,
+            "prompt": prompt,
+        }
+        async for event in self.durable.streamed_response(self.wrapped, self.name, call):
+            yield event
 
     def get_retry_advice(self, request: Any) -> Any:
         return self.wrapped.get_retry_advice(request)
@@ -265,6 +319,11 @@ class _DurableModelProvider(ModelProvider):
     def get_model(self, model_name: str | None) -> Model:
         # Not wrapped here: every model a turn resolves, by name or not, is wrapped by the run hook.
         return self.wrapped.get_model(model_name)
+
+
+def _progress(step: JournalStep) -> None:
+    # Each step as it completes, so that a long agent's task log shows how far it got (R-38).
+    log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
 
 
 def _durable_run_of(run_config: Any) -> _DurableAgentRun | None:
@@ -334,11 +393,7 @@ class _DurableAgentRun:
     async def model_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
         if self._is_inside_a_call():
             return await model.get_response(**call)
-        fingerprinted = fingerprint(_request(name, call), what=f"model {name!r}")
-        step = self._failed_model_step
-        if step is None or step.fingerprint != fingerprinted or fingerprinted is None:
-            step = self.run.claim("model", name, fingerprinted)
-        self._failed_model_step = None
+        step = self._model_step(name, call)
         response = self._replayed_response(step) if step.replayed else None
         if response is None:
             try:
@@ -346,21 +401,79 @@ class _DurableAgentRun:
             except BaseException:
                 self._failed_model_step = step
                 raise
-            usage = response.usage
-            step.used(
-                requests=usage.requests,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                total_tokens=usage.total_tokens,
-            )
-            try:
-                recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
-            except (ValueError, TypeError, RecursionError) as error:
-                step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
-            else:
-                step.record(recorded)
-        self._claim_tool_calls(response, call["tools"])
+            self._record_response(step, response)
+        self._answered(step, response, call["tools"])
         return response
+
+    async def streamed_response(self, model: Model, name: str, call: dict[str, Any]) -> AsyncIterator[Any]:
+        """
+        A streamed model call: a replayed one is its recorded answer as one ``response.completed``
+        event (no deltas); a live one is recorded when its stream completes, before the event that
+        completes it is passed on. A stream cut off before that is not recorded: it runs again.
+        """
+        if self._is_inside_a_call():
+            async for event in model.stream_response(**call):
+                yield event
+            return
+        step = self._model_step(name, call)
+        response = self._replayed_response(step) if step.replayed else None
+        if response is not None:
+            self._answered(step, response, call["tools"])
+            yield _completed_event(response, name)
+            return
+        done_items: list[Any] = []
+        try:
+            async for event in model.stream_response(**call):
+                if isinstance(event, ResponseOutputItemDoneEvent):
+                    done_items.append(event.item)
+                elif isinstance(event, ResponseCompletedEvent):
+                    # What the SDK's run loop makes of it: the streamed items if the event has none.
+                    completed = event.response
+                    usage = completed.usage
+                    response = ModelResponse(
+                        output=list(completed.output or done_items),
+                        usage=Usage(
+                            requests=1,
+                            input_tokens=usage.input_tokens,
+                            output_tokens=usage.output_tokens,
+                            total_tokens=usage.total_tokens,
+                        )
+                        if usage
+                        else Usage(requests=1),
+                        response_id=completed.id,
+                    )
+                    self._record_response(step, response)
+                    self._answered(step, response, call["tools"])
+                yield event
+        except Exception:
+            self._failed_model_step = step
+            raise
+
+    def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
+        request = _request(name, call)
+        fingerprinted = fingerprint(request, what=f"model {name!r}")
+        step = self._failed_model_step
+        if step is None or step.fingerprint != fingerprinted or fingerprinted is None:
+            parts = model_call_parts(request) if fingerprinted is not None else None
+            step = self.run.claim("model", name, fingerprinted, parts=parts)
+        self._failed_model_step = None
+        return step
+
+    @staticmethod
+    def _record_response(step: JournalStep, response: ModelResponse) -> None:
+        usage = response.usage
+        step.used(
+            requests=usage.requests,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+        )
+        try:
+            recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+        except (ValueError, TypeError, RecursionError) as error:
+            step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
+        else:
+            step.record(recorded)
 
     @staticmethod
     def _replayed_response(step: JournalStep) -> ModelResponse | None:
@@ -370,6 +483,10 @@ class _DurableAgentRun:
             step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
             return None
         return dataclasses.replace(recorded, usage=Usage())
+
+    def _answered(self, step: JournalStep, response: ModelResponse, tools: list[Any]) -> None:
+        _progress(step)
+        self._claim_tool_calls(response, tools)
 
     def _claim_tool_calls(self, response: ModelResponse, tools: list[Any]) -> None:
         """Claim the journaled tool calls of an answer in the order the model listed them."""
@@ -389,6 +506,7 @@ class _DurableAgentRun:
                     {"name": call.name, "arguments": call.arguments, "call_id": call.call_id},
                     what=f"tool {call.name!r}",
                 ),
+                parts=tool_call_parts(call.name, call.arguments, call.call_id),
             )
             for call in calls
             if call.call_id not in repeated
@@ -403,9 +521,12 @@ class _DurableAgentRun:
         declared = declared_output_adapter(tool)
         if step.replayed:
             try:
-                return invocation_result(decode_tool_output(step.result, declared))
+                replayed = invocation_result(decode_tool_output(step.result, declared))
             except ValueError as error:
                 step.refuse_replay(f"the recorded output no longer loads: {error}")
+            else:
+                _progress(step)
+                return replayed
         failures: list[BaseException] = []
         token = _handled_failures.set(failures)
         try:
@@ -426,6 +547,7 @@ class _DurableAgentRun:
                 step.record(encode_tool_output(result.output, declared))
             except ToolOutputNotRecordable as error:
                 step.not_recordable(str(error))
+        _progress(step)
         return result
 
     def discard_tool_outputs(self, error: ToolOutputGuardrailTripwireTriggered) -> None:
@@ -501,17 +623,18 @@ async def _rewind_session(session: Session, run: DurableRun, input: Any) -> None
     if step.replayed:
         recorded = step.result if isinstance(step.result, dict) else {}
         held = recorded.get("items")
-        digest = fingerprint(items[:held], what="the session's items") if isinstance(held, int) else None
-        if digest is None or held > len(items) or recorded.get("digest") != digest:
+        added = len(items) - held if isinstance(held, int) and 0 <= held <= len(items) else None
+        digest = fingerprint(items[: len(items) - added], what="the session's items") if added is not None else None
+        if added is None or digest is None or digest != recorded.get("digest"):
             step.refuse_replay(
                 "the session's items before this run changed since the failed try (another writer?): "
                 "the session is left as it is, so it may hold the failed try's items as well"
             )
         else:
-            for _ in range(len(items) - held):
+            for _ in range(added):
                 await session.pop_item()
-            if len(items) > held:
-                log.info("Durable: removed the %d items the failed try added to the session", len(items) - held)
+            if added:
+                log.info("Durable: removed the %d items the failed try added to the session", added)
             return
     step.record(found)
 
@@ -587,3 +710,56 @@ def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None
     if journal is None:
         return Runner.run_sync(agent, input, **kwargs)
     return _DurableRunner(journal, durable_key).run_sync(agent, input, **kwargs)
+
+
+def _off_the_loop(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in a thread of its own, in this context: the running event loop must not run it."""
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(context.run, function, *args).result()
+
+
+def run_durably_streamed(
+    agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any
+) -> RunResultStreaming:
+    """
+    ``Runner.run_streamed(agent, input, **kwargs)``, journaled as :func:`run_durably` is.
+
+    Each model call is recorded when its stream completes. On a retry a replayed call passes on
+    its recorded answer as one ``response.completed`` event: ``stream_events()`` yields the same
+    run-item events (messages, tool calls, tool outputs, handoffs), but not the raw token deltas of
+    replayed calls. A stream cut off mid-call was never recorded, and runs again.
+    """
+    durable_key = _checked(durable_key)
+    # Bound, and a session put back, off the event loop: a storage's set-up may run an event loop
+    # of its own (s3fs does), and the run must not start before the session is back.
+    journal = _off_the_loop(current_journal)
+    if journal is None:
+        return Runner.run_streamed(agent, input, **kwargs)
+    run = contextlib.ExitStack()
+    try:
+        kwargs, durable = run.enter_context(_journaled(journal, durable_key, kwargs, input))
+        if durable is not None and (session := kwargs.get("session")) is not None:
+            _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input))
+        result = Runner.run_streamed(agent, input, **kwargs)
+    except BaseException:
+        if not run.__exit__(*sys.exc_info()):
+            raise
+        raise  # pragma: no cover - _journaled never swallows an error
+    provider = getattr(kwargs.get("run_config"), "model_provider", None)
+    if isinstance(provider, _DurableModelProvider) and provider.owned:
+        # The SDK would have created this provider, and closed it when the stream's run ends.
+        ensure_model_provider_cleanup(result, lambda: close_runner_owned_model_provider(provider.wrapped))
+
+    def ended(_task: asyncio.Task[Any]) -> None:
+        error = result.run_loop_exception
+        if error is None and result.max_turns is not None and result.current_turn > result.max_turns:
+            error = MaxTurnsExceeded(f"Max turns ({result.max_turns}) exceeded")
+        if error is None:
+            run.close()
+        else:
+            run.__exit__(type(error), error, error.__traceback__)
+
+    assert result.run_loop_task is not None  # set by run_streamed
+    result.run_loop_task.add_done_callback(ended)
+    return result
