@@ -197,7 +197,7 @@ def test_the_idempotency_key_travels_in_meta_beside_the_users_own(stdio):
     assert all(key.startswith("durable-") for key in seen)
 
 
-def test_a_call_cut_off_mid_call_runs_again_with_the_same_key_so_the_server_can_deduplicate(stdio):
+def test_a_call_cut_off_mid_call_runs_again_with_the_same_key_so_the_server_can_deduplicate(stdio, caplog):
     def worker_dies_after_the_server_answered(context):
         if context.tool_name == "send_mail":
             raise WorkerDied
@@ -215,6 +215,7 @@ def test_a_call_cut_off_mid_call_runs_again_with_the_same_key_so_the_server_can_
     calls = read_calls(stdio.calls)
     assert [(c["tool"], c["sent"]) for c in calls] == [("send_mail", True), ("send_mail", False)]
     assert calls[0]["key"] == calls[1]["key"] is not None
+    assert f"never finished runs again step=tool 'send_mail' at 1.2 idempotency_key={calls[0]['key']}" in caplog.text
     assert output_texts(second) == ["already sent to ops@example.com"]
     assert task.replayed == {"model": 1}
     assert task.ran_live == {"tool": 1, "model": 1}
