@@ -48,7 +48,10 @@ DAGS = Path(__file__).parent / "dags"
 BUCKET = "durable-journals"
 CONN_ID = "durable_s3"
 CITIES = ["Zürich", "Paris", "Rome", "Oslo"]
+#: The task state store keys (3.3) of journals start with the first, of try summaries with the second.
+PROVIDER_KEY_PREFIX = "airflow.providers.common.ai.durable"
 JOURNAL_KEY_PREFIX = "airflow.providers.common.ai.durable/"
+PLAIN_TEXTS = ("T-9", "parcel", "lookup_ticket", "send_reply", "in_flight", "fingerprint", "sunny")
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -79,9 +82,13 @@ class Deployment:
 
     def journal(self, dag_id: str) -> dict[str, str]:
         """What the store holds of ``dag_id``'s journals, as stored: key to raw text."""
+        return {key: text for key, text in self.stored(dag_id).items() if _is_journal_key(key)}
+
+    def stored(self, dag_id: str) -> dict[str, str]:
+        """Everything the provider stored for ``dag_id``: journals, and try summaries (kept after success)."""
         if AIRFLOW_V_3_3_PLUS:
             rows = self.postgres.query("SELECT key, value FROM task_state_store WHERE dag_id = %s", dag_id)
-            return {key: value for key, value in rows if key.startswith(JOURNAL_KEY_PREFIX)}
+            return {key: json.loads(value) for key, value in rows if key.startswith(PROVIDER_KEY_PREFIX)}
         import boto3
 
         s3 = boto3.client("s3", endpoint_url=self.s3_endpoint)
@@ -158,6 +165,18 @@ def deployment(tmp_path_factory, airflow_db) -> Iterator[Deployment]:
         yield Deployment(airflow, workers, postgres, out, server, city_servers, s3_endpoint)
 
 
+def _is_journal_key(key: str) -> bool:
+    # On S3 a task instance's try summaries are in "<its journal's folder>.summaries/".
+    return key.startswith(JOURNAL_KEY_PREFIX) if AIRFLOW_V_3_3_PLUS else ".summaries/" not in key
+
+
+def assert_encrypted(stored: dict[str, str]) -> None:
+    for key, text in stored.items():
+        assert text.startswith("fernet:"), key
+        for plain in PLAIN_TEXTS:
+            assert plain not in text, (key, plain)
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -200,10 +219,7 @@ def test_a_task_whose_worker_is_killed_in_a_tool_call_is_retried_on_another_work
     # R-47: what the store holds while try 1 waits is encrypted; none of it reads as plain text.
     stored = deployment.journal("production_tool_killed")
     assert len(stored) == 4, stored  # two answers, a recorded tool call, the one in flight
-    for text in stored.values():
-        assert json.loads(text).startswith("fernet:") if AIRFLOW_V_3_3_PLUS else text.startswith("fernet:")
-        for plain in ("T-9", "parcel", "lookup_ticket", "send_reply", "in_flight", "fingerprint"):
-            assert plain not in text
+    assert_encrypted(stored)
 
     killed = time.monotonic()
     deployment.workers.kill("worker-a")
@@ -247,8 +263,10 @@ def test_a_task_whose_worker_is_killed_in_a_tool_call_is_retried_on_another_work
     try_2 = deployment.airflow.task_log("production_tool_killed", run_id, "answer_ticket", 2)
     assert "a call an earlier try started and never finished runs again" in try_2
     assert "Durable: replayed 3 (model 2, tool 1), ran live 2 (model 1, tool 1), could not record 0" in try_2
-    # Success leaves nothing behind in the table or the bucket.
+    # Success leaves no journal behind in the table or the bucket; the try summaries kept for the
+    # journal page (if any) are encrypted too.
     assert deployment.journal("production_tool_killed") == {}
+    assert_encrypted(deployment.stored("production_tool_killed"))
 
 
 def test_mapped_tasks_running_at_once_on_both_workers_keep_their_journals_apart(deployment):
@@ -281,3 +299,4 @@ def test_mapped_tasks_running_at_once_on_both_workers_keep_their_journals_apart(
         assert not [other for other in CITIES if other != city and other in retried]
         assert server.requests[2].body == server.requests[1].body
     assert deployment.journal("production_mapped") == {}
+    assert_encrypted(deployment.stored("production_mapped"))
