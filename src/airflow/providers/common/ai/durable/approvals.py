@@ -1,0 +1,312 @@
+"""
+Approvals of tool calls in durable runs: a person answers an Airflow human-in-the-loop request.
+
+When a journaled run stops because tool calls need approval, the run asks the approval desk of
+its task (:func:`approval_desk`) for a decision. A decision is a step of the run's journal (kind
+``"approval"``), claimed at the next position after the model call that asked for the tools, so
+that every try numbers the steps alike: a recorded decision replays and is never asked again; an
+answer the task was resumed with is recorded there; with neither, the desk notes what to ask and
+the run ends with the SDK's interruptions, and :func:`wait_for_answer` creates the request and
+gives up the worker (``awaiting_input`` on Airflow 3.3, deferred to the triggerer before it).
+
+This module knows the journal and Airflow, not the agent SDK: ``openai_agents.py`` turns the
+SDK's interruptions into :class:`ApprovalRequest` and applies the decisions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.durable.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.journal import DurableRun, JournalStep, masked_text
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from airflow.sdk.execution_time.hitl import HITLUser
+
+log = logging.getLogger(__name__)
+
+#: The options of every request: the first approves, the second rejects.
+APPROVE, REJECT = "Approve", "Reject"
+OPTIONS = [APPROVE, REJECT]
+#: The step kind of a decision in the journal (a storage format: a rename is a migration).
+APPROVAL_STEP = "approval"
+#: The longest arguments text a request's body shows; longer ones are cut, saying so.
+MAX_ARGUMENTS_SHOWN = 4000
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One tool call a run stopped for: the agent that asked, the tool, its arguments (JSON text), its call id."""
+
+    agent: str
+    tool: str
+    arguments: str
+    call_id: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's answer (``by`` names them), or the default a timeout took (``timed_out``)."""
+
+    approved: bool
+    by: str | None = None
+    timed_out: bool = False
+
+    def describe(self) -> str:
+        verdict = "approved" if self.approved else "rejected"
+        if self.timed_out:
+            return f"{verdict} by the default after the response timeout"
+        return f"{verdict} by {self.by or 'an unnamed user'}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The decision the task was resumed with, for the approval step it was asked for."""
+
+    step_key: str
+    fingerprint: str
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """What a try must ask a person before its run can go on."""
+
+    step_key: str
+    fingerprint: str
+    requests: tuple[ApprovalRequest, ...]
+
+    @property
+    def subject(self) -> str:
+        agents = ", ".join(dict.fromkeys(repr(request.agent) for request in self.requests))
+        tools = ", ".join(dict.fromkeys(request.tool for request in self.requests))
+        return f"Agent {agents} asks to run {tools}"
+
+    @property
+    def body(self) -> str:
+        """Each call's tool and its arguments, masked as the task log masks them, as Markdown."""
+        parts = []
+        for request in self.requests:
+            arguments = masked_text(_pretty(request.arguments))
+            if len(arguments) > MAX_ARGUMENTS_SHOWN:
+                arguments = f"{arguments[:MAX_ARGUMENTS_SHOWN]}\n... ({len(arguments)} characters in all)"
+            # A fence longer than any run of backticks in the arguments, so they cannot close it.
+            fence = "`" * max(3, _longest_backtick_run(arguments) + 1)
+            parts.append(f"**{request.tool}** (call `{request.call_id}`)\n\n{fence}\n{arguments}\n{fence}")
+        return "\n\n".join(parts)
+
+    def resume_kwargs(self) -> dict[str, str]:
+        """What the resumed method gets back, to tell which approval the answer is for."""
+        return {"step_key": self.step_key, "fingerprint": self.fingerprint}
+
+
+def _pretty(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return arguments
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = current = 0
+    for character in text:
+        current = current + 1 if character == "`" else 0
+        longest = max(longest, current)
+    return longest
+
+
+class ApprovalDesk:
+    """
+    The decisions of one try's runs: recorded ones replay, the ``answer`` the try was resumed with
+    is recorded once, and the first approval with neither becomes :attr:`pending`.
+    """
+
+    def __init__(self, answer: Answer | None = None) -> None:
+        self.answer = answer
+        #: The approval this try must ask for, once a run stopped for one it has no decision for.
+        self.pending: PendingApproval | None = None
+        #: The decisions this try applied, for the log: each with the tools it was for.
+        self.decided: list[tuple[tuple[str, ...], Decision, bool]] = []
+
+    def decide(self, run: DurableRun, requests: Sequence[ApprovalRequest]) -> list[Decision] | None:
+        """
+        The decision on each of ``requests`` (the calls one stop of ``run`` waits for), or ``None``
+        when no person has answered yet: then :attr:`pending` says what to ask.
+        """
+        requests = tuple(requests)
+        step = run.claim(
+            APPROVAL_STEP,
+            ", ".join(dict.fromkeys(request.tool for request in requests)),
+            fingerprint([asdict(request) for request in requests], what="the calls to approve"),
+        )
+        decision = _recorded_decision(step) if step.replayed else None
+        if decision is None:
+            decision = self._answer_for(step)
+            if decision is None:
+                if self.pending is None and step.fingerprint is not None:
+                    self.pending = PendingApproval(step.key, step.fingerprint, requests)
+                return None
+            step.record(asdict(decision))
+        tools = tuple(request.tool for request in requests)
+        self.decided.append((tools, decision, step.replayed))
+        log.info(
+            "Durable: %s step=%s tools=%s",
+            "approval replayed" if step.replayed else "approval given",
+            step.describe(),
+            ", ".join(tools),
+        )
+        log.info("Durable: %s %s", ", ".join(tools), decision.describe())
+        return [decision] * len(requests)
+
+    def _answer_for(self, step: JournalStep) -> Decision | None:
+        answer, self.answer = self.answer, None
+        if answer is None:
+            return None
+        if (answer.step_key, answer.fingerprint) != (step.key, step.fingerprint):
+            log.warning(
+                "Durable: the answer the task resumed with was given for other tool calls; they are asked again "
+                "step=%s answered=%s",
+                step.describe(),
+                answer.step_key,
+            )
+            return None
+        return answer.decision
+
+
+def _recorded_decision(step: JournalStep) -> Decision | None:
+    recorded = step.result if isinstance(step.result, dict) else {}
+    approved, by, timed_out = recorded.get("approved"), recorded.get("by"), recorded.get("timed_out", False)
+    if not isinstance(approved, bool) or not isinstance(timed_out, bool) or not isinstance(by, (str, type(None))):
+        step.refuse_replay("the recorded decision cannot be read")
+        return None
+    return Decision(approved=approved, by=by, timed_out=timed_out)
+
+
+_desk: ContextVar[ApprovalDesk | None] = ContextVar("durable_approval_desk", default=None)
+
+
+@contextlib.contextmanager
+def answering_approvals(answer: Answer | None = None) -> Iterator[ApprovalDesk]:
+    """
+    Inside this block, a durable run that stops for approvals goes on with the recorded decision
+    or ``answer``, else ends with the SDK's interruptions and the desk's ``pending`` approval.
+    Only an operator can give up its worker to wait for a person: a plain ``@task`` has no desk.
+    """
+    desk = ApprovalDesk(answer)
+    token = _desk.set(desk)
+    try:
+        yield desk
+    finally:
+        _desk.reset(token)
+
+
+def approval_desk() -> ApprovalDesk | None:
+    """The approval desk of the running operator, if it answers approvals."""
+    return _desk.get()
+
+
+def answer_of(event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
+    """
+    The answer in the event a human-in-the-loop task resumes with. Raises
+    :class:`ApprovalTimedOut` when the response timeout passed with no answer and no default.
+    """
+    if "error" in event:
+        if event.get("error_type") == "timeout":
+            raise ApprovalTimedOut(
+                "Durable: nobody answered the approval request before its response_timeout, and the operator "
+                "has no defaults; the journal is kept, so a retry or a clear asks again and replays the run"
+            )
+        raise ApprovalFailed(f"Durable: the approval request failed: {event.get('error')}")
+    chosen = event.get("chosen_options") or []
+    if chosen not in ([APPROVE], [REJECT]):
+        raise ApprovalFailed(f"Durable: the approval request was answered with {chosen!r}, not {APPROVE} or {REJECT}")
+    user = event.get("responded_by_user")
+    by = user.get("name") or user.get("id") if isinstance(user, dict) else None
+    decision = Decision(approved=chosen == [APPROVE], by=by, timed_out=bool(event.get("timedout")) and user is None)
+    return Answer(step_key, fingerprint, decision)
+
+
+class ApprovalTimedOut(Exception):
+    """Nobody answered an approval request in time, and the operator has no default."""
+
+
+class ApprovalFailed(Exception):
+    """An approval request ended without a usable answer."""
+
+
+def check_defaults(defaults: str | list[str] | None, task_id: str) -> list[str] | None:
+    """``defaults`` as the request takes them; refuses anything but Approve or Reject."""
+    if defaults is None:
+        return None
+    listed = [defaults] if isinstance(defaults, str) else defaults
+    if not isinstance(listed, list) or len(listed) != 1 or listed[0] not in OPTIONS:
+        raise ValueError(
+            f"AgentOperator {task_id!r}: defaults must be {APPROVE!r} or {REJECT!r} (taken when the "
+            f"response_timeout passes without an answer), not {defaults!r}"
+        )
+    return listed
+
+
+def wait_for_answer(
+    operator: Any,
+    context: Any,
+    pending: PendingApproval,
+    *,
+    method_name: str,
+    assigned_users: list[HITLUser] | None,
+    response_timeout: timedelta | None,
+    defaults: list[str] | None,
+    notifiers: Sequence[Any],
+) -> None:
+    """
+    Create the human-in-the-loop request for ``pending`` and give up the worker until a person
+    answers: ``awaiting_input`` where Airflow has it (3.3), else deferred to ``HITLTrigger``.
+    The task resumes in ``operator.<method_name>(context, event, step_key=..., fingerprint=...)``.
+    """
+    from airflow.sdk.execution_time.hitl import upsert_hitl_detail
+    from airflow.sdk.timezone import utcnow
+
+    ti_id = context["task_instance"].id
+    upsert_hitl_detail(
+        ti_id=ti_id,
+        options=OPTIONS,
+        subject=pending.subject,
+        body=pending.body,
+        defaults=defaults,
+        multiple=False,
+        params={},
+        assigned_users=assigned_users,
+    )
+    log.info(
+        "Durable: waiting for a person to approve or reject step=%s tools=%s",
+        pending.step_key,
+        ", ".join(request.tool for request in pending.requests),
+    )
+    for notifier in notifiers:
+        notifier(context)
+    try:
+        from airflow.sdk.exceptions import TaskAwaitingInput
+    except ImportError:  # Airflow before 3.3: the triggerer polls for the answer
+        from airflow.providers.standard.triggers.hitl import HITLTrigger
+
+        operator.defer(
+            trigger=HITLTrigger(
+                ti_id=ti_id,
+                options=OPTIONS,
+                defaults=defaults,
+                params={},
+                multiple=False,
+                timeout_datetime=utcnow() + response_timeout if response_timeout else None,
+            ),
+            method_name=method_name,
+            kwargs=pending.resume_kwargs(),
+        )
+    raise TaskAwaitingInput(method_name=method_name, kwargs=pending.resume_kwargs(), timeout=response_timeout)

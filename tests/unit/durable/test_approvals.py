@@ -1,0 +1,309 @@
+"""
+Approvals in durable runs (R-39..R-41), at the journal: each try builds its agent, tools and
+scripted model anew, as a new worker does, and runs inside an approval desk as the operator does.
+A try that resumes after a person answered replays every call before the approval, then runs the
+approved tool once and goes on live; a recorded decision is never asked again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+import tries
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
+from tries import WorkerDied
+
+from airflow.providers.common.ai.durable.approvals import (
+    APPROVAL_STEP,
+    Answer,
+    ApprovalFailed,
+    ApprovalRequest,
+    ApprovalTimedOut,
+    Decision,
+    PendingApproval,
+    answer_of,
+    answering_approvals,
+    check_defaults,
+)
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+
+PAY = function_call("wire_money", {"amount": 5}, call_id="w1")
+PAY_AGAIN = function_call("wire_money", {"amount": 7}, call_id="w2")
+REPORT = function_call("report", {}, call_id="r1")
+DONE = assistant_message("done")
+
+
+class Payer:
+    """An agent that wires money (approval needed) and reports; counts the real runs of each tool."""
+
+    def __init__(self, runs: Counter[str], answers: list[list[Any]], *, report_dies: bool = False) -> None:
+        @function_tool(needs_approval=True)
+        def wire_money(amount: int) -> str:
+            """Wires money."""
+            runs[f"wire_money {amount}"] += 1
+            return f"wired {amount}"
+
+        @function_tool
+        def report() -> str:
+            """Reports."""
+            runs["report"] += 1
+            if report_dies:
+                raise WorkerDied
+            return "reported"
+
+        self.model = ScriptedModel(answers)
+        self.agent = Agent(name="payer", model=self.model, tools=[wire_money, report])
+
+
+class ApprovalTask(tries.Task):
+    """A task whose tries run as AgentOperator runs them: inside an approval desk, maybe with an answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: PendingApproval | None = None
+
+    def resume(self, payer: Payer, decision: Decision | None = None) -> Any:
+        """One try: resumed with ``decision`` for what the try before asked, or a plain retry without one."""
+        answer = None
+        if decision is not None:
+            assert self.pending is not None
+            answer = Answer(self.pending.step_key, self.pending.fingerprint, decision)
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal), answering_approvals(answer) as desk:
+            try:
+                return run_durably_sync(payer.agent, self.prompt)
+            finally:
+                self.pending = desk.pending
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return {key: json.loads(text) for key, text in self.storage.entries.items()}
+
+
+def requests_to(model: ScriptedModel) -> list[list[str]]:
+    """What each request that reached the model carried as tool outputs, to see what it was asked."""
+    return [
+        [item["output"] for item in call.input if isinstance(item, dict) and item.get("type") == "function_call_output"]
+        for call in model.calls
+    ]
+
+
+APPROVED = Decision(approved=True, by="alice")
+REJECTED = Decision(approved=False, by="bob")
+
+
+def test_a_run_that_stops_for_an_approval_leaves_what_to_ask_and_runs_no_tool():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    payer = Payer(runs, [[PAY]])
+
+    result = task.resume(payer)
+
+    assert [item.raw_item.call_id for item in result.interruptions] == ["w1"]
+    assert task.pending is not None
+    assert task.pending.requests == (ApprovalRequest("payer", "wire_money", '{"amount":5}', "w1"),)
+    assert task.pending.subject == "Agent 'payer' asks to run wire_money"
+    assert '"amount": 5' in task.pending.body
+    assert len(payer.model.calls) == 1
+    assert runs == {}
+
+
+def test_an_approved_call_runs_once_and_the_calls_before_it_replay():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+
+    resumed = Payer(runs, [[DONE]])
+    result = task.resume(resumed, APPROVED)
+
+    assert result.final_output == "done"
+    assert task.pending is None
+    # The payment's answer replays; the only request is the one after the tool ran.
+    assert requests_to(resumed.model) == [["wired 5"]]
+    assert runs == {"wire_money 5": 1}
+    assert task.replayed == {"model": 1}
+    assert task.ran_live == {"model": 1, "tool": 1, APPROVAL_STEP: 1}
+
+
+def test_a_rejected_call_never_runs_and_the_model_hears_the_sdks_rejection():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+
+    resumed = Payer(runs, [[assistant_message("not paid")]])
+    result = task.resume(resumed, REJECTED)
+
+    assert result.final_output == "not paid"
+    assert requests_to(resumed.model) == [[DEFAULT_APPROVAL_REJECTION_MESSAGE]]
+    assert runs == {}
+
+
+def test_a_decision_is_recorded_and_a_retry_after_a_later_failure_replays_it_without_asking():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+    with pytest.raises(WorkerDied):
+        task.resume(Payer(runs, [[REPORT]], report_dies=True), APPROVED)
+    assert runs == {"wire_money 5": 1, "report": 1}
+
+    retry = Payer(runs, [[DONE]])
+    result = task.resume(retry)  # a plain retry: no answer
+
+    assert result.final_output == "done"
+    assert task.pending is None
+    # Every call up to the report replays (the decision too); only the report runs again.
+    assert requests_to(retry.model) == [["wired 5", "reported"]]
+    assert runs == {"wire_money 5": 1, "report": 2}
+    assert task.replayed == {"model": 2, "tool": 1, APPROVAL_STEP: 1}
+
+
+def test_the_recorded_decision_is_an_approval_step_after_the_answer_that_asked_for_it():
+    task = ApprovalTask()
+    task.resume(Payer(Counter(), [[PAY]]))
+    task.resume(Payer(Counter(), [[DONE]]), APPROVED)
+
+    entries = task.entries()
+    # model at 1, the tool call it asked for at 2, the decision at 3, the next model call at 4.
+    assert [entries[key]["kind"] for key in ("1.1", "1.2", "1.3", "1.4")] == ["model", "tool", APPROVAL_STEP, "model"]
+    assert entries["1.3"]["name"] == "wire_money"
+    assert entries["1.3"]["result"] == {"approved": True, "by": "alice", "timed_out": False}
+
+
+def test_two_approvals_in_one_run_are_asked_in_turn_and_each_once():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+    first = task.pending
+
+    second_try = Payer(runs, [[PAY_AGAIN]])
+    result = task.resume(second_try, APPROVED)
+    assert [item.raw_item.call_id for item in result.interruptions] == ["w2"]
+    assert task.pending is not None and task.pending != first
+    assert task.pending.requests[0].arguments == '{"amount":7}'
+
+    third_try = Payer(runs, [[DONE]])
+    result = task.resume(third_try, REJECTED)
+
+    assert result.final_output == "done"
+    assert requests_to(second_try.model) == [["wired 5"]]
+    assert len(third_try.model.calls) == 1
+    assert runs == {"wire_money 5": 1}
+    assert task.replayed == {"model": 2, "tool": 1, APPROVAL_STEP: 1}
+
+
+def test_parallel_calls_that_need_approval_are_asked_together_and_one_answer_decides_them():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY, PAY_AGAIN]]))
+    assert task.pending is not None
+    assert [request.call_id for request in task.pending.requests] == ["w1", "w2"]
+    assert task.pending.subject == "Agent 'payer' asks to run wire_money"
+
+    resumed = Payer(runs, [[DONE]])
+    task.resume(resumed, APPROVED)
+
+    assert requests_to(resumed.model) == [["wired 5", "wired 7"]]
+    assert runs == {"wire_money 5": 1, "wire_money 7": 1}
+
+
+def test_an_answer_given_for_other_calls_is_not_applied_and_they_are_asked_again(caplog):
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+    assert task.pending is not None
+    task.pending = PendingApproval(task.pending.step_key, "another fingerprint", task.pending.requests)
+
+    result = task.resume(Payer(runs, []), APPROVED)
+
+    assert [item.raw_item.call_id for item in result.interruptions] == ["w1"]
+    assert task.pending is not None and task.pending.fingerprint != "another fingerprint"
+    assert "the answer the task resumed with was given for other tool calls" in caplog.text
+    assert runs == {}
+
+
+def test_a_recorded_decision_that_cannot_be_read_is_asked_again():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+    task.resume(Payer(runs, [[DONE]]), APPROVED)
+    entry = json.loads(task.storage.read("1.3"))
+    task.storage.write("1.3", json.dumps({**entry, "result": {"approved": "yes"}}))
+
+    result = task.resume(Payer(runs, [[PAY]]))
+
+    assert [item.raw_item.call_id for item in result.interruptions] == ["w1"]
+    assert task.pending is not None
+    assert runs == {"wire_money 5": 1}
+
+
+def test_without_a_desk_run_durably_returns_the_sdks_interruptions_and_records_no_decision():
+    runs: Counter[str] = Counter()
+    task = tries.Task()
+    payer = Payer(runs, [[PAY]])
+
+    result = task.attempt(payer.agent)
+
+    assert [item.raw_item.call_id for item in result.interruptions] == ["w1"]
+    assert APPROVAL_STEP not in {json.loads(text)["kind"] for text in task.storage.entries.values()}
+    assert runs == {}
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"note": "```\\nclose the fence"}',
+        '{"name": "Zoë \\u202e\\ud83d\\ude00"}',
+        "not JSON at all",
+        json.dumps({"blob": "x" * 100_000}),
+    ],
+)
+def test_the_body_shows_odd_arguments_inside_one_fence(arguments):
+    pending = PendingApproval("1.3", "f", (ApprovalRequest("a", "t", arguments, "c1"),))
+
+    body = pending.body
+
+    fence = body.split("\n")[2]
+    assert set(fence) == {"`"}
+    assert body.count(fence) == 2
+    assert len(body) < 5000
+
+
+def test_the_body_masks_secrets_the_task_log_masks():
+    from airflow.providers.common.compat.sdk import mask_secret
+
+    mask_secret("sk-live-ABCDEFGHIJKLMNOP")
+    pending = PendingApproval("1.3", "f", (ApprovalRequest("a", "t", '{"key": "sk-live-ABCDEFGHIJKLMNOP"}', "c"),))
+
+    assert "sk-live-ABCDEFGHIJKLMNOP" not in pending.body
+    assert "***" in pending.body
+
+
+def test_an_event_becomes_the_answer_with_who_gave_it():
+    event = {"chosen_options": ["Approve"], "responded_by_user": {"id": "7", "name": "alice"}, "timedout": False}
+    assert answer_of(event, "1.3", "f") == Answer("1.3", "f", Decision(approved=True, by="alice"))
+
+    timed_out = {"chosen_options": ["Reject"], "responded_by_user": None, "timedout": True}
+    assert answer_of(timed_out, "1.3", "f").decision == Decision(approved=False, timed_out=True)
+
+
+def test_a_timeout_without_a_default_and_an_odd_answer_fail_naming_why():
+    with pytest.raises(ApprovalTimedOut, match="response_timeout"):
+        answer_of({"error": "The response timeout has passed", "error_type": "timeout"}, "1.3", "f")
+    with pytest.raises(ApprovalFailed, match="answered with"):
+        answer_of({"chosen_options": ["Approve", "Reject"]}, "1.3", "f")
+
+
+@pytest.mark.parametrize("defaults", ["Maybe", ["Approve", "Reject"], [], 1])
+def test_defaults_other_than_approve_or_reject_are_refused(defaults):
+    with pytest.raises(ValueError, match="defaults must be 'Approve' or 'Reject'"):
+        check_defaults(defaults, "pay")
+
+
+def test_defaults_are_one_option():
+    assert check_defaults("Reject", "pay") == ["Reject"]
+    assert check_defaults(None, "pay") is None
