@@ -18,7 +18,7 @@
 #               run_durably_sync with no journal: outside a task, where it must be exactly
 #               Runner.run, so no refusal is allowed here
 #      journal  the same inside a fresh in-memory journal per run, as inside a task
-#      retry    as journal, and each journaled run that returned is run again as a retry over
+#      retry    as journal, and each journaled run (returned or raised) is run again as a retry over
 #               the same storage, as a new try would run it (the context as it was before the
 #               first run, the test's scripted models answering by request as a deterministic
 #               model does). It must show the same final output, item types, interruptions and

@@ -11,7 +11,7 @@ Loaded by scripts/sdk_conformance.sh with ``-p durable_conformance`` and one mod
 ``--durable-mode=journal``
     the same, inside a fresh ``DurableJournal(InMemoryStorage())`` per run (inside a task, R-49).
 ``--durable-mode=retry``
-    as ``journal``, then each journaled run that returned is run again as a retry over the same
+    as ``journal``, then each journaled run that returned or raised is run again as a retry over the same
     storage (a new ``DurableJournal``), as a new try of the task would run it: with the
     ``context`` as it was before the first run (a deep copy taken then; the SDK notes consumed
     approvals and completed calls in the one it is given), and with the test's scripted models
@@ -96,8 +96,13 @@ def _route_runner(mode: str) -> None:
         storage = InMemoryStorage()
         scripts = _ScriptedModels()
         retry_options = _as_before(options) if mode == "retry" else options
-        with journal_scope(DurableJournal(storage)), _noting_a_raise(mode), scripts.first_run():
-            result = await run_durably(agent, input, **options)
+        try:
+            with journal_scope(DurableJournal(storage)), _noting_a_cut(mode), scripts.first_run():
+                result = await run_durably(agent, input, **options)
+        except Exception as error:
+            if mode != "retry":
+                raise
+            result = error  # a retry follows a failed try: it is compared, then raised to the test
         if mode == "retry" and (reason := _not_retried(input, options)) is None:
             recorded = _recorded_calls(storage)
             retry = DurableJournal(storage)
@@ -110,6 +115,8 @@ def _route_runner(mode: str) -> None:
             _note_retry(result, retried, retry, recorded, scripts)
         elif mode == "retry":
             _note({"retry": "skipped", "reason": reason})
+        if isinstance(result, Exception):
+            raise result
         return result
 
     def routed_sync(agent: Any, input: Any, options: dict[str, Any]) -> Any:
@@ -118,8 +125,13 @@ def _route_runner(mode: str) -> None:
         storage = InMemoryStorage()
         scripts = _ScriptedModels()
         retry_options = _as_before(options) if mode == "retry" else options
-        with journal_scope(DurableJournal(storage)), _noting_a_raise(mode), scripts.first_run():
-            result = run_durably_sync(agent, input, **options)
+        try:
+            with journal_scope(DurableJournal(storage)), _noting_a_cut(mode), scripts.first_run():
+                result = run_durably_sync(agent, input, **options)
+        except Exception as error:
+            if mode != "retry":
+                raise
+            result = error  # a retry follows a failed try: it is compared, then raised to the test
         if mode == "retry" and (reason := _not_retried(input, options)) is None:
             recorded = _recorded_calls(storage)
             retry = DurableJournal(storage)
@@ -132,6 +144,8 @@ def _route_runner(mode: str) -> None:
             _note_retry(result, retried, retry, recorded, scripts)
         elif mode == "retry":
             _note({"retry": "skipped", "reason": reason})
+        if isinstance(result, Exception):
+            raise result
         return result
 
     @functools.wraps(original_run)
@@ -366,13 +380,15 @@ def _plain(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _noting_a_raise(mode: str) -> Iterator[None]:
-    """A first run that raised has no retry to compare: the model's answers may be discarded (R-15)."""
+def _noting_a_cut(mode: str) -> Iterator[None]:
+    """A first run cut off (a cancellation, a KeyboardInterrupt) is not retried: the test ends it."""
     try:
         yield
+    except Exception:
+        raise
     except BaseException as error:
         if mode == "retry":
-            _note({"retry": "skipped", "reason": f"the first run raised {type(error).__name__}"})
+            _note({"retry": "skipped", "reason": f"the first run was cut off by {type(error).__name__}"})
         raise
 
 
@@ -394,12 +410,23 @@ def _as_before(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _not_retried(input: Any, options: dict[str, Any]) -> str | None:
-    """Why a run that returned is not run again, or None: only journaled runs have a retry."""
+    """Why a run is not run again, or None: only journaled runs have a retry."""
     from agents.run_state import RunState
 
     if isinstance(input, RunState):
         return "a resumed RunState is not journaled"
     return None
+
+
+def _outcome(result: Any) -> dict[str, Any]:
+    """What a run showed: the exception it raised, or what the user sees of its result."""
+    if isinstance(result, BaseException):
+        try:
+            text = str(result)[:300]
+        except Exception:  # an exception whose __str__ raises (the SDK tests one)
+            text = "(its __str__ raised)"
+        return {"raised": f"{type(result).__name__}: {text}"}
+    return {"raised": None, **_observed(result)}
 
 
 def _observed(result: Any) -> dict[str, Any]:
@@ -430,25 +457,25 @@ def _recorded_calls(storage: Any) -> int:
 
 def _note_retry(result: Any, retried: Any, retry: Any, recorded: int, scripts: _ScriptedModels) -> None:
     """
-    Compare the retry with the first run: what the user sees of the result, that every call the
-    first run recorded replayed, and that the retry asked no model anything the first run did not.
+    Compare the retry with the first run: what the user sees of the result (or the exception it
+    raised), that every call the first run recorded replayed, and that the retry asked no model
+    anything the first run did not.
     """
-    # How many approvals the first run stopped for: such a retry must stop for the same ones.
-    note: dict[str, Any] = {"ran_live": dict(retry.stats.ran_live), "interruptions": len(result.interruptions or [])}
-    if isinstance(retried, BaseException):
-        first, second = {"raised": None}, {"raised": f"{type(retried).__name__}: {str(retried)[:300]}"}
-    else:
-        first, second = _observed(result), _observed(retried)
+    note: dict[str, Any] = {"ran_live": dict(retry.stats.ran_live)}
+    if not isinstance(result, BaseException):
+        # How many approvals the first run stopped for: such a retry must stop for the same ones.
+        note["interruptions"] = len(result.interruptions or [])
+    first, second = _outcome(result), _outcome(retried)
     replayed = sum(retry.stats.replayed.values())
     first["replayed"], second["replayed"] = recorded, replayed
     first["model_requests"], second["model_requests"] = [], scripts.new_requests
-    fields = [name for name in first if not _equal(first[name], second[name])]
+    fields = [name for name in dict.fromkeys([*first, *second]) if not _equal(first.get(name), second.get(name))]
     if fields:
         note.update(
             retry="mismatch",
             fields=fields,
-            first={name: repr(first[name])[:300] for name in fields},
-            second={name: repr(second[name])[:600] for name in fields},
+            first={name: repr(first.get(name))[:300] for name in fields},
+            second={name: repr(second.get(name))[:600] for name in fields},
         )
     else:
         note["retry"] = "same"
