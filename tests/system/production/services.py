@@ -10,6 +10,7 @@ PostgreSQL and Redis come from Debian packages (scripts/production.sh installs t
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -49,18 +50,13 @@ def _start(command: list[str], log: Path, env: dict[str, str] | None = None) -> 
 def _stop(process: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
     """Stop a process group started by :func:`_start`; SIGKILL after ``timeout``."""
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pass
-    try:  # what is left of the group: children that outlived their leader
+    # What is left of the group: children that outlived their leader.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     process.wait()
 
 

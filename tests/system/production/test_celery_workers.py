@@ -10,6 +10,7 @@ Run by scripts/production.sh (``AIRFLOW_LINE=3.3-prod`` and ``3.2-prod``); skipp
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -223,10 +224,8 @@ def test_a_task_whose_worker_is_killed_in_a_tool_call_is_retried_on_another_work
 
     killed = time.monotonic()
     deployment.workers.kill("worker-a")
-    try:  # in case the task process left worker A's process group
+    with contextlib.suppress(ProcessLookupError):  # in case the task process left worker A's group
         os.kill(json.loads(marker.read_text())["pid"], signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
     instance = deployment.airflow.wait_for_task(
         "production_tool_killed", run_id, "answer_ticket", try_number=2, timeout=300
