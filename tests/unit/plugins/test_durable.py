@@ -16,6 +16,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from airflow.providers.common.ai.durable import task_instance
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.plugins import durable as listener
 
 
@@ -70,7 +71,7 @@ class TaskInstance:
     def stored(self) -> set[str]:
         """The journal entries stored for this task instance."""
         if self.where == "task_state_store":
-            return set(self.store.rows)
+            return {key for key in self.store.rows if key.startswith(KEY_PREFIX)}
         folder = f"map_index={self.map_index}"
         return {str(path.relative_to(self.cache_path)) for path in self.cache_path.rglob(f"{folder}/*.json")}
 
@@ -88,6 +89,7 @@ class TaskInstance:
 def _no_journal_left_open(monkeypatch):
     # Each test's tries bind journals afresh; none leaks into the next test.
     monkeypatch.setattr(task_instance, "_journals", {})
+    monkeypatch.setattr(task_instance, "_summaries", {})
 
 
 @pytest.fixture(params=["task_state_store", "durable_cache_path"])

@@ -61,6 +61,19 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "file:///tmp/airflow_durable_cache",
                         "default": "",
                     },
+                    "try_summary_retention_days": {
+                        "description": (
+                            "How many days the summary of each try of a durable task (what replayed, ran live,\n"
+                            "could not be recorded, tokens used and saved, divergences) stays readable on the\n"
+                            "task instance's Agent journal page, also after the task succeeded and its journal\n"
+                            "was deleted. Kept beside the journal: in the task state store with this retention\n"
+                            "on Airflow 3.3+, else under durable_cache_path. 0 keeps no summaries.\n"
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "integer",
+                        "example": "30",
+                        "default": "7",
+                    },
                 },
             }
         },

@@ -24,7 +24,7 @@ import logging
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import count
@@ -90,7 +90,7 @@ def _decoded_forms(text: str, *, depth: int = 3) -> Iterator[str]:
         yield from layer
 
 
-def _masked_text(text: str) -> str:
+def masked_text(text: str) -> str:
     """``text`` with every secret the masker knows replaced, also where it sits escaped or encoded."""
     masked = _redact(text)
     for _ in range(4):
@@ -112,7 +112,7 @@ def _masked(value: Any) -> tuple[Any, bool]:
     def masked(item: Any) -> Any:
         nonlocal changed
         if isinstance(item, str):
-            text = _masked_text(item)
+            text = masked_text(item)
             changed = changed or text != item
             return text
         return item
@@ -501,6 +501,8 @@ class DurableJournal:
         self._parents: set[str] | None = None
         self._index_stored = False
         self._warned_of_identical_runs = False
+        #: Called after each top-level run ends, however it ends (the task keeps its try's summary so far).
+        self.after_each_run: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def run(self, *, key: str | None = None) -> Iterator[DurableRun]:
@@ -518,6 +520,8 @@ class DurableJournal:
         finally:
             with self._lock:
                 self._runs_under.get(parent.key if parent else "", _Runs([])).active.pop(run, None)
+            if parent is None and self.after_each_run is not None:
+                self.after_each_run()
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 from urllib.parse import urlsplit
@@ -9,6 +10,13 @@ from urllib.parse import urlsplit
 from airflow.providers.common.ai.durable.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.journal import DurableJournal
 from airflow.providers.common.ai.durable.storage import JournalStorage
+from airflow.providers.common.ai.durable.summaries import (
+    UNFINISHED,
+    ObjectStorageSummaries,
+    SummaryStore,
+    TaskStateStoreSummaries,
+    write_summary,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +34,10 @@ _FILESYSTEM_PROVIDERS = {
     "az": "apache-airflow-providers-microsoft-azure (it brings adlfs)",
 }
 
-# The journals this process opened, by task instance try; the success listener takes them back.
+# The journals this process opened, by task instance try, and where each try's summary goes; the
+# listener takes them back when the try ends.
 _journals: dict[tuple[str, str, str, int, int], DurableJournal] = {}
+_summaries: dict[tuple[str, str, str, int, int], SummaryStore] = {}
 
 
 def _try_key(ti: Any) -> tuple[str, str, str, int, int]:
@@ -131,7 +141,14 @@ def journal_of_running_task() -> DurableJournal | None:
     journal = _journals.get(key)
     if journal is None:
         journal = _journals[key] = DurableJournal(EncryptedStorage(storage_for_task(context)))
+        summaries = _summaries[key] = summary_store_for_task(context)
+        journal.after_each_run = functools.partial(_keep_summary, summaries, journal, context["ti"].try_number)
     return journal
+
+
+def _keep_summary(summaries: SummaryStore, journal: DurableJournal, try_number: int) -> None:
+    # While the try runs: a try that fails with retries left can no longer write once it ended.
+    write_summary(summaries, journal.stats, try_number=try_number, outcome=UNFINISHED)
 
 
 def bound_journal_of_running_task() -> DurableJournal | None:
@@ -143,3 +160,20 @@ def bound_journal_of_running_task() -> DurableJournal | None:
 def take_journal(ti: Any) -> DurableJournal | None:
     """Hand over, once, the journal this process opened for ``ti``'s try, if it opened one."""
     return _journals.pop(_try_key(ti), None)
+
+
+def summary_store_for_task(context: Any) -> SummaryStore:
+    """Where the try summaries of the task instance ``context`` belongs to are kept: beside its journal."""
+    accessor = context.get("task_state_store")
+    if accessor is not None:
+        return TaskStateStoreSummaries(accessor)
+    from airflow.configuration import conf
+
+    ti = context["ti"]
+    base = _cache_path_base((conf.get("common.ai", "durable_cache_path", fallback="") or "").strip())
+    return ObjectStorageSummaries(base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index)
+
+
+def take_summary_store(ti: Any) -> SummaryStore | None:
+    """Hand over, once, the summary store of the journal :func:`take_journal` hands over for ``ti``."""
+    return _summaries.pop(_try_key(ti), None)

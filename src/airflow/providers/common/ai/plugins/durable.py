@@ -1,6 +1,6 @@
 """
-The plugin that ends each durable try: it logs the try's summary and, once the task instance
-is done (succeeded, or skipped itself), deletes its journal.
+The plugin that ends each durable try: it logs the try's summary, keeps it for the journal page
+and, once the task instance is done (succeeded, or skipped itself), deletes its journal.
 
 A listener, not code in the agent helpers, because the journal belongs to the task: a ``@task``
 that runs two agents and fails in the second must replay the first as well, so nothing may be
@@ -17,15 +17,22 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.common.compat.sdk import hookimpl
 
-from airflow.providers.common.ai.durable.task_instance import take_journal
+from airflow.providers.common.ai.durable.summaries import FAILED, SUCCESS, write_summary
+from airflow.providers.common.ai.durable.task_instance import take_journal, take_summary_store
+from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, FASTAPI_APPS
 
 log = logging.getLogger(__name__)
 
 
 def _finish(task_instance: Any, *, succeeded: bool) -> None:
     journal = take_journal(task_instance)
+    summaries = take_summary_store(task_instance)
     if journal is None:
         return
+    if summaries is not None:
+        # Before the journal is deleted: the summary is what the journal page shows after success.
+        outcome = SUCCESS if succeeded else FAILED
+        write_summary(summaries, journal.stats, try_number=task_instance.try_number, outcome=outcome)
     try:
         journal.finish(succeeded=succeeded)
     except Exception:
@@ -51,7 +58,9 @@ def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any 
 
 
 class DurableJournalPlugin(AirflowPlugin):
-    """Registers the listener that ends durable tries."""
+    """Registers the listener that ends durable tries, and the journal page (``plugins/journal_page.py``)."""
 
     name = "common_ai_durable"
     listeners = [sys.modules[__name__]]
+    fastapi_apps = FASTAPI_APPS
+    external_views = EXTERNAL_VIEWS

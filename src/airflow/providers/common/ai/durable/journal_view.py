@@ -1,0 +1,113 @@
+"""
+What a stored journal holds, as the journal page shows it: its runs, each run's steps in position
+order, and the runs started under a step nested below it.
+
+Read from the entries' texts alone (no agent SDK), and showing only an entry's key, kind, name,
+state, size and recorded tokens: never a recorded result or request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow.providers.common.ai.durable.journal import _INDEX_KEY
+
+#: Each state an entry can hold, as the page names it.
+STATE_NAMES = {
+    "done": "recorded",
+    "in_flight": "in flight",
+    "started": "started, never finished",
+    "failed": "failed",
+    "discarded": "discarded",
+    "masked": "held a secret (runs live)",
+}
+
+
+@dataclass
+class StepView:
+    key: str
+    position: int
+    kind: str
+    name: str
+    state: str
+    size: int
+    tokens: int | None
+    runs: list[RunView] = field(default_factory=list)
+
+
+@dataclass
+class RunView:
+    path: str
+    steps: list[StepView] = field(default_factory=list)
+
+
+def _order(key: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1 for part in key.split("."))
+
+
+def _step(key: str, text: str) -> StepView:
+    entry: Any = None
+    plain = text
+    try:
+        from airflow.providers.common.ai.durable.encryption import ENCRYPTED_PREFIX, decrypt_text
+
+        plain = decrypt_text(text) if text.startswith(ENCRYPTED_PREFIX) else text
+        entry = json.loads(plain)
+    except Exception:
+        pass
+    position = int(key.rsplit(".", 1)[-1]) if key.rsplit(".", 1)[-1].isdigit() else 0
+    size = len(plain.encode("utf-8", "surrogatepass"))
+    if not isinstance(entry, dict):
+        return StepView(key, position, "?", "?", "cannot be read", size, None)
+    meta = entry.get("meta")
+    tokens = meta.get("tokens") if isinstance(meta, dict) else None
+    state = entry.get("state")
+    return StepView(
+        key,
+        position,
+        str(entry.get("kind")),
+        str(entry.get("name")),
+        STATE_NAMES.get(state, str(state)) if isinstance(state, str) else "cannot be read",
+        size,
+        tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+    )
+
+
+def journal_view(entries: dict[str, str]) -> list[RunView]:
+    """The top-level runs of a journal given as its stored entries (key to text), nested runs under their steps."""
+    runs: dict[str, RunView] = {}
+    steps: dict[str, StepView] = {}
+    for key in sorted((key for key in entries if key != _INDEX_KEY), key=_order):
+        if "." not in key:
+            continue
+        path = key.rsplit(".", 1)[0]
+        step = steps[key] = _step(key, entries[key])
+        runs.setdefault(path, RunView(path)).steps.append(step)
+    top_level = []
+    for path, run in runs.items():
+        parent = path.rsplit(".", 1)[0] if "." in path else None
+        if parent is not None and parent in steps:
+            steps[parent].runs.append(run)
+        else:
+            top_level.append(run)
+    return top_level
+
+
+def as_json(runs: list[RunView]) -> list[dict[str, Any]]:
+    """The view as plain JSON, for the page's API."""
+
+    def step(view: StepView) -> dict[str, Any]:
+        return {
+            "key": view.key,
+            "position": view.position,
+            "kind": view.kind,
+            "name": view.name,
+            "state": view.state,
+            "size": view.size,
+            "tokens": view.tokens,
+            "runs": as_json(view.runs),
+        }
+
+    return [{"run": run.path, "steps": [step(s) for s in run.steps]} for run in runs]

@@ -1,0 +1,255 @@
+"""
+The journal page: a tab "Agent journal" on every task instance in the Airflow UI (3.1+).
+
+It shows the task instance's durable journal as it is now (each agent run, its steps with
+position, kind, name, state, size and tokens, nested runs under their step) and the summary of
+each try (what replayed, ran live, could not be recorded, tokens used and saved, divergences and
+why), which outlive the journal for ``[common.ai] try_summary_retention_days`` days.
+
+An ``external_views`` entry, not a ``react_apps`` one: the UI of Airflow 3.2 and 3.3 both render
+an external view with destination ``task_instance`` as a tab that loads ``href`` in an iframe,
+filling in the dag, run and task ids, and the page is plain HTML served by this plugin's FastAPI
+app on the api-server, with no JavaScript bundle to build against each UI's React version.
+Every route depends on Airflow's own ``requires_access_dag("GET", TASK_INSTANCE)``: only a user
+whom the auth manager lets read that DAG's task instances gets an answer, others get 403.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+from typing import Any
+
+from airflow.providers.common.ai.durable.journal_view import as_json, journal_view
+from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX, ObjectStorageSummaries, read_summaries
+from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
+
+#: Where the plugin's FastAPI app is mounted on the api-server.
+URL_PREFIX = "/common-ai"
+
+
+def _map_index(value: str) -> int:
+    # The UI leaves "{MAP_INDEX}" as it is for a task that is not mapped.
+    try:
+        return int(value)
+    except ValueError:
+        return -1
+
+
+_Stored = tuple[dict[str, str], dict[int, str]]
+
+
+def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: int, now: datetime.datetime) -> _Stored:
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    entries: dict[str, str] = {}
+    summaries: dict[int, str] = {}
+    with create_session() as session:
+        rows = session.execute(
+            select(TaskStateStoreModel.key, TaskStateStoreModel.value, TaskStateStoreModel.expires_at).where(
+                TaskStateStoreModel.dag_id == dag_id,
+                TaskStateStoreModel.run_id == run_id,
+                TaskStateStoreModel.task_id == task_id,
+                TaskStateStoreModel.map_index == map_index,
+            )
+        ).all()
+    for key, value, expires_at in rows:
+        if expires_at is not None and expires_at <= now:
+            continue
+        try:
+            text = json.loads(value)
+        except ValueError:
+            continue
+        if not isinstance(text, str):
+            continue
+        if key.startswith(KEY_PREFIX):
+            entries[key.removeprefix(KEY_PREFIX)] = text
+        elif key.startswith(SUMMARY_KEY_PREFIX) and key.removeprefix(SUMMARY_KEY_PREFIX).isdigit():
+            summaries[int(key.removeprefix(SUMMARY_KEY_PREFIX))] = text
+    return entries, summaries
+
+
+def _from_cache_path(dag_id: str, run_id: str, task_id: str, map_index: int) -> _Stored:
+    from airflow.configuration import conf
+    from airflow.sdk import ObjectStoragePath
+
+    from airflow.providers.common.ai.durable.object_storage import task_instance_folder
+
+    cache_path = (conf.get("common.ai", "durable_cache_path", fallback="") or "").strip()
+    if not cache_path:
+        return {}, {}
+    base = ObjectStoragePath(cache_path)
+    fs = base.fs
+    folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
+    entries = {}
+    try:
+        paths = fs.ls(folder, detail=False)
+    except FileNotFoundError:
+        paths = []
+    for path in paths:
+        name = str(path).rsplit("/", 1)[-1]
+        if name.endswith(".json") and not name.startswith("."):
+            entries[name.removesuffix(".json")] = fs.cat_file(path).decode()
+    summaries = ObjectStorageSummaries(base, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    return entries, summaries.read_all()
+
+
+def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
+    """What the page shows for a task instance, as JSON: its journal now, and its tries' summaries."""
+    from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+
+    now = datetime.datetime.now(tz=datetime.timezone.utc)
+    if AIRFLOW_V_3_3_PLUS:
+        entries, summaries = _from_task_state_store(dag_id, run_id, task_id, map_index, now)
+    else:
+        entries, summaries = _from_cache_path(dag_id, run_id, task_id, map_index)
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "task_id": task_id,
+        "map_index": map_index,
+        "journal": as_json(journal_view(entries)),
+        "tries": read_summaries(summaries, now=now),
+    }
+
+
+# The page: plain HTML, every value escaped.
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; font-size: 14px; margin: 12px; color: #1a202c; }
+table { border-collapse: collapse; margin-bottom: 16px; }
+th, td { border: 1px solid #cbd5e0; padding: 3px 8px; text-align: left; }
+th { background: #edf2f7; }
+td.number { text-align: right; }
+.nested td:first-child { padding-left: 24px; }
+.empty { color: #4a5568; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _step_rows(runs: list[dict[str, Any]], depth: int = 0) -> list[str]:
+    rows = []
+    for run in runs:
+        for step in run["steps"]:
+            rows.append(
+                f'<tr class="step" data-key="{_e(step["key"])}" style="--depth:{depth}">'
+                f'<td style="padding-left:{8 + 24 * depth}px">{_e(run["run"])}</td>'
+                f"<td>{_e(step['key'])}</td><td class=number>{_e(step['position'])}</td>"
+                f"<td>{_e(step['kind'])}</td><td>{_e(step['name'])}</td><td>{_e(step['state'])}</td>"
+                f"<td class=number>{_e(step['size'])}</td><td class=number>{_e(step['tokens'])}</td></tr>"
+            )
+            rows.extend(_step_rows(step["runs"], depth + 1))
+    return rows
+
+
+def _counts(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+    return f"{total} ({kinds})" if kinds else "0"
+
+
+def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for summary in tries:
+        if "problem" in summary:
+            rows.append(
+                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=7>{_e(summary['problem'])}</td></tr>"
+            )
+            continue
+        usage = summary.get("usage") or {}
+        divergences = "".join(
+            f"<li>{_e(d.get('step'))}: {_e(d.get('reason'))}</li>" for d in summary.get("divergences") or []
+        )
+        not_recorded = "".join(f"<li>{_e(what)}</li>" for what in summary.get("not_recorded") or [])
+        saved = usage.get("saved") or {}
+        rows.append(
+            f'<tr class="try" data-try="{_e(summary.get("try_number"))}">'
+            f"<td>{_e(summary.get('try_number'))}</td><td>{_e(summary.get('outcome'))}</td>"
+            f"<td>{_e(summary.get('finished_at'))}</td>"
+            f"<td class=replayed>{_e(_counts(usage.get('replayed') or {}))}</td>"
+            f"<td class=live>{_e(_counts(usage.get('live') or {}))}</td>"
+            f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded') or {}))}<ul>{not_recorded}</ul></td>"
+            f"<td class=tokens>{_e(usage.get('total_tokens'))} used in {_e(usage.get('requests'))} requests; "
+            f"{_e(saved.get('tokens'))} saved in {_e(saved.get('requests'))} replayed requests</td>"
+            f"<td class=divergences><ul>{divergences}</ul></td></tr>"
+        )
+    return rows
+
+
+def render_page(view: dict[str, Any]) -> str:
+    """The journal page of one task instance, as HTML."""
+    steps = _step_rows(view["journal"])
+    tries = _try_rows(view["tries"])
+    journal = (
+        "<table id=journal><tr><th>Run</th><th>Key</th><th>Position</th><th>Kind</th><th>Name</th>"
+        f"<th>State</th><th>Size (bytes)</th><th>Tokens</th></tr>{''.join(steps)}</table>"
+        if steps
+        else "<p class=empty id=journal>No journal: the task instance succeeded (its journal was deleted) or "
+        "ran no durable agent.</p>"
+    )
+    summaries = (
+        "<table id=tries><tr><th>Try</th><th>Outcome</th><th>Finished</th><th>Replayed</th><th>Ran live</th>"
+        f"<th>Could not record</th><th>Tokens</th><th>Divergences</th></tr>{''.join(tries)}</table>"
+        if tries
+        else "<p class=empty id=tries>No try summaries kept for this task instance.</p>"
+    )
+    where = f"{view['dag_id']} / {view['run_id']} / {view['task_id']}" + (
+        f" [{view['map_index']}]" if view["map_index"] >= 0 else ""
+    )
+    return (
+        f"<!doctype html><html><head><meta charset=utf-8><title>Agent journal</title><style>{_STYLE}</style>"
+        f"</head><body><h2>Agent journal of {_e(where)}</h2><h3>Journal now</h3>{journal}"
+        f"<h3>Tries</h3>{summaries}</body></html>"
+    )
+
+
+def create_app() -> Any:
+    """The FastAPI app of the journal page and its JSON API, each route behind Airflow's DAG access check."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+    from fastapi import Depends, FastAPI
+    from fastapi.responses import HTMLResponse
+
+    app = FastAPI(title="Durable agent journal", docs_url=None, redoc_url=None, openapi_url=None)
+    can_read = [Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))]
+
+    @app.get("/journal/{dag_id}", response_class=HTMLResponse, dependencies=can_read)
+    def journal_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> str:
+        return render_page(journal_of(dag_id, run_id, task_id, _map_index(map_index)))
+
+    @app.get("/api/journal/{dag_id}", dependencies=can_read)
+    def journal_api(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> dict[str, Any]:
+        return journal_of(dag_id, run_id, task_id, _map_index(map_index))
+
+    return app
+
+
+class _BuiltOnFirstRequest:
+    """An ASGI app that builds the page's FastAPI app when the api-server first calls it, not when
+    a worker loads this plugin for the listeners of the other one."""
+
+    def __init__(self) -> None:
+        self._app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._app is None:
+            self._app = create_app()
+        await self._app(scope, receive, send)
+
+
+#: What the plugin registers: the page's app on the api-server, and its tab on every task instance.
+FASTAPI_APPS = [{"app": _BuiltOnFirstRequest(), "url_prefix": URL_PREFIX, "name": "Agent journal"}]
+EXTERNAL_VIEWS = [
+    {
+        "name": "Agent journal",
+        "href": f"{URL_PREFIX}/journal/{{DAG_ID}}?run_id={{RUN_ID}}&task_id={{TASK_ID}}&map_index={{MAP_INDEX}}",
+        "destination": "task_instance",
+        "url_route": "agent_journal",
+    }
+]
