@@ -325,6 +325,33 @@ def test_parallel_mcp_calls_of_one_answer_each_have_their_own_key_and_replay(std
     assert task.replayed == {"model": 1, "tool": 5}
 
 
+def test_concurrent_runs_sharing_one_server_replay_each_their_own_calls(stdio):
+    def attempt(task: McpTask, answers: dict[str, list]) -> dict[str, ScriptedModel]:
+        models = {name: model(*steps) for name, steps in answers.items()}
+
+        async def run() -> None:
+            async with stdio.connect() as server:
+                task.journal = DurableJournal(task.storage)
+                with journal_scope(task.journal):
+                    await asyncio.gather(
+                        *(run_durably(agent(m, server), PROMPT, durable_key=name) for name, m in models.items()),
+                        return_exceptions=True,
+                    )
+
+        asyncio.run(run())
+        return models
+
+    task = McpTask()
+    attempt(task, {name: [[call("add", "c1", a=n, b=n)], ModelDown()] for n, name in enumerate(["alice", "bob"])})
+    assert stdio.received == ["add", "add"]
+    assert len(set(stdio.keys)) == 2
+
+    second = attempt(task, {"alice": [text("0")], "bob": [text("2")]})
+    assert stdio.received == ["add", "add"]
+    assert {name: output_texts(m) for name, m in second.items()} == {"alice": ["0"], "bob": ["2"]}
+    assert task.replayed == {"model": 2, "tool": 2}
+
+
 def test_an_mcp_call_inside_an_agent_run_as_a_tool_is_part_of_that_call_and_sends_no_key_of_its_own(stdio):
     def outer(scripted: ScriptedModel, inner: ScriptedModel, server: MCPServer) -> Agent:
         helper = Agent(name="helper", model=inner, mcp_servers=[server])

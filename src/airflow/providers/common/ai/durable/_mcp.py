@@ -88,7 +88,7 @@ def install_mcp_hooks(note_failure: Callable[[BaseException], None]) -> None:
     """
     from agents.mcp.util import MCPUtil
 
-    invoke = MCPUtil.__dict__["invoke_mcp_tool"].__func__
+    invoke = inspect.getattr_static(MCPUtil, "invoke_mcp_tool").__func__
     if getattr(invoke, _HOOKED, False):
         return
 
