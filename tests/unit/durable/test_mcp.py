@@ -32,7 +32,11 @@ from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable._mcp import IDEMPOTENCY_KEY_META
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably
+from airflow.providers.common.ai.durable.openai_agents import (
+    current_idempotency_key,
+    run_durably,
+    run_durably_streamed,
+)
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 PROMPT = "Do the sums."
@@ -369,6 +373,43 @@ def test_an_mcp_call_inside_an_agent_run_as_a_tool_is_part_of_that_call_and_send
     server = stdio.connect()
     task.attempt(outer(second, model(), server), servers=(server,))
     assert stdio.received == ["add", "add"]  # the agent tool replayed, with its MCP calls
+    assert task.replayed == {"model": 1, "tool": 1}
+
+
+def test_in_a_streamed_run_a_completed_mcp_call_replays_and_streams_the_same_items(stdio):
+    def attempt(task: McpTask, scripted: ScriptedModel) -> list[str]:
+        async def run() -> list[str]:
+            async with stdio.connect() as server:
+                task.journal = DurableJournal(task.storage)
+                with journal_scope(task.journal):
+                    result = run_durably_streamed(agent(scripted, server), PROMPT)
+                    return [
+                        event.item.type
+                        async for event in result.stream_events()
+                        if event.type == "run_item_stream_event"
+                    ]
+
+        return asyncio.run(run())
+
+    task = McpTask()
+    first = model([call("add", "c1", a=2, b=3), call("flaky", "c2", text="hi")], ModelDown())
+    with pytest.raises(ModelDown):
+        attempt(task, first)
+    assert stdio.received == ["add", "flaky"]
+
+    second = model(text("5"))
+    items = attempt(task, second)
+
+    assert items == [
+        "tool_call_item",
+        "tool_call_item",
+        "tool_call_output_item",
+        "tool_call_output_item",
+        "message_output_item",
+    ]
+    assert stdio.received == ["add", "flaky", "flaky"]  # the isError call ran again, add replayed
+    assert output_texts(second) == ["5", "flaky: hi"]
+    assert len(second.calls) == 1
     assert task.replayed == {"model": 1, "tool": 1}
 
 
