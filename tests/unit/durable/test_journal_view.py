@@ -1,0 +1,71 @@
+"""What the journal page shows of a stored journal: runs, steps, nested runs, states, sizes, tokens, and nothing recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+from airflow.providers.common.ai.durable.journal_view import as_json, journal_view
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden(name: str, fmt: int = 3) -> dict[str, str]:
+    return {path.stem: path.read_text(encoding="utf-8") for path in (GOLDEN / f"format_{fmt}" / name).glob("*.json")}
+
+
+def rows(runs: list[dict], depth: int = 0) -> list[tuple]:
+    return [
+        row
+        for run in runs
+        for step in run["steps"]
+        for row in [
+            (depth, run["run"], step["key"], step["kind"], step["state"], step["tokens"]),
+            *rows(step["runs"], depth + 1),
+        ]
+    ]
+
+
+def test_a_nested_run_shows_under_the_step_that_started_it_in_position_order():
+    assert rows(as_json(journal_view(golden("nested_run")))) == [
+        (0, "1", "1.1", "model", "recorded", 120),
+        (0, "1", "1.2", "tool", "failed", None),
+        (1, "1.2.1", "1.2.1.1", "model", "recorded", 120),
+    ]
+
+
+def test_every_state_is_named_and_each_size_is_the_entrys_bytes():
+    states = {
+        name: [row[4] for row in rows(as_json(journal_view(golden(name, fmt))))]
+        for name, fmt in (("in_flight", 3), ("discarded", 2))
+    }
+    assert states == {
+        "in_flight": ["recorded", "in flight"],
+        "discarded": ["recorded", "recorded", "discarded", "recorded"],
+    }
+    entries = golden("plain")
+    [run] = journal_view(entries)
+    assert [step.size for step in run.steps] == [len(entries[key].encode()) for key in ("1.1", "1.2", "1.3")]
+
+
+def test_positions_order_as_numbers_not_as_text():
+    entries = {f"1.{n}": json.dumps({"kind": "tool", "name": f"t{n}", "state": "done"}) for n in range(1, 12)}
+    [run] = journal_view(entries)
+    assert [step.position for step in run.steps] == list(range(1, 12))
+
+
+def test_an_encrypted_journal_reads_with_the_key_and_a_broken_entry_says_it_cannot_be_read(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    from airflow.providers.common.ai.durable.encryption import encrypt_text
+
+    entries = {key: encrypt_text(text) for key, text in golden("plain").items()}
+    entries["1.4"] = "fernet:garbage"
+    states = [step.state for step in journal_view(entries)[0].steps]
+    assert states == ["recorded", "recorded", "recorded", "cannot be read"]
+
+
+def test_the_view_holds_no_recorded_result_or_request():
+    shown = json.dumps(as_json(journal_view(golden("plain"))))
+    assert "Paris" not in shown and "sunny" not in shown and "hmac-sha256" not in shown

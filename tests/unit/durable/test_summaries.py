@@ -1,0 +1,137 @@
+"""Try summaries (R-44): what each try did, kept beside the journal for the configured days, masked and encrypted."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+from cryptography.fernet import Fernet
+from durable_backends import FakeTaskStateStore
+from upath import UPath
+
+from airflow.providers.common.ai.durable.journal import DurableJournal, JournalStats, journal_scope
+from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.summaries import (
+    SUMMARY_KEY_PREFIX,
+    ObjectStorageSummaries,
+    TaskStateStoreSummaries,
+    read_summaries,
+    retention_days,
+    try_summary,
+    write_summary,
+)
+
+IDS = {"dag_id": "dag", "run_id": "manual__2026-11-30", "task_id": "agent", "map_index": -1}
+NOW = datetime.datetime(2026, 11, 30, 12, tzinfo=datetime.timezone.utc)
+SECRET = "sk-summary-secret-0123456789abcdef"
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+
+
+def stats_of_a_try_that_diverged() -> JournalStats:
+    stats = JournalStats()
+    stats.replayed.update({"model": 2, "tool": 1})
+    stats.ran_live.update({"model": 1})
+    stats.tokens_saved, stats.requests_saved = 240, 2
+    stats.divergences.append(("1.3", "model 'gpt-4.1' at 1.3", f"the instructions changed ({SECRET})"))
+    stats.not_recorded.append(f"tool 'pay' at 1.4: the store refused it: {SECRET}")
+    return stats
+
+
+def test_a_summary_says_what_replayed_ran_live_saved_and_why_it_diverged_with_secrets_masked():
+    from airflow.providers.common.compat.sdk import mask_secret
+
+    mask_secret(SECRET)
+    summary = try_summary(stats_of_a_try_that_diverged(), try_number=2, outcome="success", now=NOW, days=3)
+    assert summary["usage"]["replayed"] == {"model": 2, "tool": 1}
+    assert summary["usage"]["saved"] == {"requests": 2, "tokens": 240}
+    assert summary["divergences"] == [
+        {"key": "1.3", "step": "model 'gpt-4.1' at 1.3", "reason": "the instructions changed (***)"}
+    ]
+    assert SECRET not in json.dumps(summary)
+    assert summary["expires_at"] == "2026-12-03T12:00:00+00:00"
+
+
+def test_in_the_task_state_store_a_summary_is_kept_encrypted_with_the_configured_retention(key, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__TRY_SUMMARY_RETENTION_DAYS", "3")
+    accessor = FakeTaskStateStore()
+    write_summary(TaskStateStoreSummaries(accessor), JournalStats(), try_number=1, outcome="failed")
+    stored = json.loads(accessor.rows[f"{SUMMARY_KEY_PREFIX}1"])
+    assert stored.startswith("fernet:")
+    assert accessor.retention[f"{SUMMARY_KEY_PREFIX}1"] == datetime.timedelta(days=3)
+    [summary] = read_summaries({1: stored}, now=datetime.datetime.now(tz=datetime.timezone.utc))
+    assert (summary["try_number"], summary["outcome"]) == (1, "failed")
+
+
+def test_under_the_cache_path_summaries_outlive_the_journal_deleted_after_success(tmp_path, key):
+    base = UPath(f"file://{tmp_path}/cache")
+    journal = ObjectStorageStorage(base, **IDS)
+    journal.write("1.1", "{}")
+    summaries = ObjectStorageSummaries(base, **IDS)
+    for try_number in (1, 2):
+        write_summary(summaries, JournalStats(), try_number=try_number, outcome="success")
+
+    journal.delete_all([])
+
+    assert journal.read("1.1") is None
+    assert sorted(summaries.read_all()) == [1, 2]
+    # Under the DAG run's folder: the documented clean-up removes them with it.
+    assert all("run_id=manual__2026-11-30" in str(path) for path in (tmp_path / "cache").rglob("try=*.json"))
+
+
+def test_an_expired_summary_is_not_shown_and_one_that_cannot_be_read_says_so(key):
+    fresh = try_summary(JournalStats(), try_number=2, outcome="success", now=NOW, days=1)
+    expired = try_summary(JournalStats(), try_number=1, outcome="failed", now=NOW - datetime.timedelta(days=2), days=1)
+    texts = {1: json.dumps(expired), 2: json.dumps(fresh), 3: "fernet:not-a-token"}
+    assert read_summaries(texts, now=NOW) == [fresh, {"try_number": 3, "problem": "this summary cannot be read"}]
+
+
+def test_zero_days_keeps_no_summary(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__TRY_SUMMARY_RETENTION_DAYS", "0")
+    accessor = FakeTaskStateStore()
+    write_summary(TaskStateStoreSummaries(accessor), JournalStats(), try_number=1, outcome="success")
+    assert accessor.rows == {}
+
+
+@pytest.mark.parametrize("value", ["-1", "a week", "1.5"])
+def test_a_retention_that_is_not_a_whole_number_of_days_is_refused_naming_the_option(monkeypatch, value):
+    from airflow.exceptions import AirflowConfigException
+
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__TRY_SUMMARY_RETENTION_DAYS", value)
+    with pytest.raises(
+        AirflowConfigException, match=r"\[common.ai\] try_summary_retention_days must be a whole number"
+    ):
+        retention_days()
+
+
+def test_a_store_that_fails_never_fails_the_task(caplog):
+    class Refusing(FakeTaskStateStore):
+        def set(self, key, value, *, retention=None):
+            raise ConnectionError("the API server is gone")
+
+    write_summary(TaskStateStoreSummaries(Refusing()), JournalStats(), try_number=1, outcome="failed")
+    assert "could not keep this try's summary" in caplog.text
+
+
+def test_the_summary_so_far_is_kept_after_each_top_level_run_while_the_try_runs(key):
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather."""
+        return "sunny"
+
+    journal = DurableJournal(InMemoryStorage())
+    kept = []
+    journal.after_each_run = lambda: kept.append(dict(journal.stats.ran_live))
+    model = ScriptedModel([[function_call("weather", {"city": "Oslo"}, call_id="c1")], [assistant_message("ok")]])
+    with journal_scope(journal):
+        run_durably_sync(Agent(name="a", model=model, tools=[weather]), "Weather?")
+        run_durably_sync(Agent(name="b", model=ScriptedModel([[assistant_message("ok")]])), "Hi")
+    assert kept == [{"model": 2, "tool": 1}, {"model": 3, "tool": 1}]
