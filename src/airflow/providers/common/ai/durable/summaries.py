@@ -62,7 +62,7 @@ def try_summary(
         "format": SUMMARY_FORMAT,
         "try_number": try_number,
         "outcome": outcome,
-        "finished_at": now.isoformat(),
+        "written_at": now.isoformat(),
         "expires_at": (now + datetime.timedelta(days=days)).isoformat(),
         "usage": stats.usage().to_dict(),
         "divergences": [

@@ -171,7 +171,7 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
         rows.append(
             f'<tr class="try" data-try="{_e(summary.get("try_number"))}">'
             f"<td>{_e(summary.get('try_number'))}</td><td>{_e(summary.get('outcome'))}</td>"
-            f"<td>{_e(summary.get('finished_at'))}</td>"
+            f"<td>{_e(summary.get('written_at'))}</td>"
             f"<td class=replayed>{_e(_counts(usage.get('replayed') or {}))}</td>"
             f"<td class=live>{_e(_counts(usage.get('live') or {}))}</td>"
             f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded') or {}))}<ul>{not_recorded}</ul></td>"
@@ -194,7 +194,7 @@ def render_page(view: dict[str, Any]) -> str:
         "ran no durable agent.</p>"
     )
     summaries = (
-        "<table id=tries><tr><th>Try</th><th>Outcome</th><th>Finished</th><th>Replayed</th><th>Ran live</th>"
+        "<table id=tries><tr><th>Try</th><th>Outcome</th><th>As of</th><th>Replayed</th><th>Ran live</th>"
         f"<th>Could not record</th><th>Tokens</th><th>Divergences</th></tr>{''.join(tries)}</table>"
         if tries
         else "<p class=empty id=tries>No try summaries kept for this task instance.</p>"
