@@ -108,8 +108,8 @@ def main() -> None:
             stdio = functools.partial(MCPServerStdio, params=stdio_params(stdio_calls), name="bench")
             asyncio.run(bench("stdio", stdio, stdio_calls, n))
             http_calls = Path(folder, f"http-{n}.jsonl")
-            with http_server("streamable-http", http_calls) as url:
-                http = functools.partial(MCPServerStreamableHttp, params={"url": url}, name="bench")
+            with http_server("streamable-http", http_calls) as server:
+                http = functools.partial(MCPServerStreamableHttp, params={"url": server.url}, name="bench")
                 asyncio.run(bench("streamable-http", http, http_calls, n))
 
 

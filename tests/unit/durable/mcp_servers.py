@@ -60,28 +60,44 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@contextlib.contextmanager
-def http_server(transport: str, calls: Path, **env: str) -> Iterator[str]:
-    """This server over ``streamable-http`` or ``sse`` on 127.0.0.1 while the block runs; yields its URL."""
-    port = _free_port()
-    log = calls.with_suffix(f".{transport}.log")
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [sys.executable, str(SERVER), transport, str(port)],
-            env={**os.environ, "MCP_CALLS": str(calls), **env},
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_for(port, process, log)
-        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
-    finally:
-        process.terminate()
+class HttpServer:
+    """This server over ``streamable-http`` or ``sse`` on 127.0.0.1, in its own process."""
+
+    def __init__(self, transport: str, calls: Path, **env: str) -> None:
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
+        self.log = calls.with_suffix(f".{transport}.log")
+        with self.log.open("a") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, str(SERVER), transport, str(port)],
+                env={**os.environ, "MCP_CALLS": str(calls), **env},
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            process.wait(timeout=10)
+            _wait_for(port, self.process, self.log)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """End the server's process (it no longer answers), and wait for it."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            self.process.kill()
+            self.process.wait()
+
+
+@contextlib.contextmanager
+def http_server(transport: str, calls: Path, **env: str) -> Iterator[HttpServer]:
+    """This server over ``streamable-http`` or ``sse`` while the block runs."""
+    server = HttpServer(transport, calls, **env)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _wait_for(port: int, process: subprocess.Popen, log: Path) -> None:

@@ -88,8 +88,8 @@ def started(transport: str, tmp_path: Path) -> Iterator[Servers]:
     if transport == "stdio":
         yield Servers(transport, calls)
         return
-    with http_server(transport, calls) as url:
-        yield Servers(transport, calls, url)
+    with http_server(transport, calls) as server:
+        yield Servers(transport, calls, server.url)
 
 
 @pytest.fixture
@@ -282,6 +282,38 @@ def test_a_call_whose_error_fails_the_run_runs_again_on_retry_and_the_rest_repla
     assert task.ran_live == {"tool": 1, "model": 1}
 
 
+def test_a_call_to_a_server_that_stopped_answering_runs_again_on_retry(tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    task = McpTask()
+    first = model([call("add", "c1", a=2, b=3)], ModelDown())
+    with http_server("streamable-http", calls) as gone:
+
+        def stop_the_server_before_the_call(context) -> None:
+            gone.stop()
+
+        # Tools listed once: the next turn reaches the model, not the stopped server.
+        server = MCPServerStreamableHttp(
+            params={"url": gone.url},
+            name="tools",
+            tool_meta_resolver=stop_the_server_before_the_call,
+            cache_tools_list=True,
+        )
+        with pytest.raises(ModelDown):
+            task.attempt(agent(first, server), servers=(server,))
+    assert tools_called(calls) == []
+    assert output_texts(first) == ["An error occurred while running the tool. Please try again."]
+
+    second = model(text("5"))
+    with http_server("streamable-http", calls) as back:
+        server = MCPServerStreamableHttp(params={"url": back.url}, name="tools")
+        task.attempt(agent(second, server), servers=(server,))
+
+    assert tools_called(calls) == ["add"]
+    assert output_texts(second) == ["5"]
+    assert task.replayed == {"model": 1}
+    assert task.ran_live == {"tool": 1, "model": 1}
+
+
 # Handoffs, agents as tools, several calls in one answer.
 
 
@@ -449,14 +481,14 @@ def test_through_a_real_airflow_retry_each_completed_mcp_call_reaches_its_server
         reply.text("Mailed 5."),
     ]
     stdio_calls, http_calls = tmp_path / "stdio.jsonl", tmp_path / "http.jsonl"
-    with FakeOpenAIServer(script) as model, http_server("streamable-http", http_calls) as url:
+    with FakeOpenAIServer(script) as model, http_server("streamable-http", http_calls) as mail:
         env = {
             "AIRFLOW__CORE__DAGS_FOLDER": str(MCP_DAG.parent),
             "AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH": f"file://{tmp_path / 'cache'}",
             "FAKE_OPENAI_BASE_URL": model.base_url,
             "MCP_SERVER_SCRIPT": str(SERVER),
             "MCP_STDIO_CALLS": str(stdio_calls),
-            "MCP_HTTP_URL": url,
+            "MCP_HTTP_URL": mail.url,
         }
         run = subprocess.run(
             [sys.executable, str(MCP_DAG)], env={**os.environ, **env}, capture_output=True, text=True, timeout=300
