@@ -388,6 +388,35 @@ def test_concurrent_runs_sharing_one_server_replay_each_their_own_calls(stdio):
     assert task.replayed == {"model": 2, "tool": 2}
 
 
+def test_two_servers_with_the_same_tools_under_their_server_names_are_journaled_apart(tmp_path):
+    east, west = Servers("stdio", tmp_path / "east.jsonl"), Servers("stdio", tmp_path / "west.jsonl")
+
+    def servers() -> tuple[MCPServer, MCPServer]:
+        return (
+            MCPServerStdio(params=stdio_params(east.calls), name="east"),
+            MCPServerStdio(params=stdio_params(west.calls), name="west"),
+        )
+
+    def sums(scripted: ScriptedModel, both: tuple[MCPServer, MCPServer]) -> Agent:
+        return agent(scripted, *both, mcp_config={"include_server_in_tool_names": True})
+
+    task = McpTask()
+    first = model([call("mcp_east__add", "c1", a=1, b=1), call("mcp_west__add", "c2", a=2, b=2)], ModelDown())
+    both = servers()
+    with pytest.raises(ModelDown):
+        task.attempt(sums(first, both), servers=both)
+    assert (east.received, west.received) == (["add"], ["add"])
+    assert east.keys[0] != west.keys[0] and None not in east.keys + west.keys
+
+    second = model(text("2 and 4"))
+    both = servers()
+    task.attempt(sums(second, both), servers=both)
+
+    assert (east.received, west.received) == (["add"], ["add"])
+    assert output_texts(second) == ["2", "4"]
+    assert task.replayed == {"model": 1, "tool": 2}
+
+
 def test_an_mcp_call_inside_an_agent_run_as_a_tool_is_part_of_that_call_and_sends_no_key_of_its_own(stdio):
     def outer(scripted: ScriptedModel, inner: ScriptedModel, server: MCPServer) -> Agent:
         helper = Agent(name="helper", model=inner, mcp_servers=[server])
