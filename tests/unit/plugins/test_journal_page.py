@@ -1,0 +1,61 @@
+"""The journal page's HTML: everything it shows is escaped, whatever the names and ids hold."""
+
+from __future__ import annotations
+
+from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, _map_index, render_page
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def view(**changes):
+    step = {
+        "key": "1.1",
+        "position": 1,
+        "kind": "tool",
+        "name": HOSTILE,
+        "state": "recorded",
+        "size": 10,
+        "tokens": None,
+        "runs": [],
+    }
+    summary = {
+        "try_number": 1,
+        "outcome": "failed",
+        "written_at": "2026-11-30T12:00:00+00:00",
+        "usage": {
+            "replayed": {},
+            "live": {"tool": 1},
+            "not_recorded": {"tool": 1},
+            "saved": {"requests": 0, "tokens": 0},
+        },
+        "divergences": [{"key": "1.1", "step": f"tool {HOSTILE!r} at 1.1", "reason": f"argument '{HOSTILE}' changed"}],
+        "not_recorded": [f"tool {HOSTILE!r} at 1.1: the store refused it"],
+    }
+    return {
+        "dag_id": "d",
+        "run_id": "manual__ünïcode/\u202e",
+        "task_id": "t",
+        "map_index": -1,
+        "journal": [{"run": "1", "steps": [step]}],
+        "tries": [summary],
+        **changes,
+    }
+
+
+def test_names_reasons_and_ids_are_escaped():
+    page = render_page(view())
+    assert HOSTILE not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "manual__ünïcode/" in page
+
+
+def test_a_summary_that_cannot_be_read_says_so_in_its_row():
+    page = render_page(view(tries=[{"try_number": 4, "problem": "this summary cannot be read"}]))
+    assert "this summary cannot be read" in page
+
+
+def test_the_tab_is_on_every_task_instance_and_a_task_that_is_not_mapped_is_map_index_minus_1():
+    [tab] = EXTERNAL_VIEWS
+    assert (tab["destination"], tab["url_route"]) == ("task_instance", "agent_journal")
+    assert "{DAG_ID}" in tab["href"] and "{RUN_ID}" in tab["href"] and "{TASK_ID}" in tab["href"]
+    assert [_map_index(value) for value in ("{MAP_INDEX}", "3", "-1")] == [-1, 3, -1]
