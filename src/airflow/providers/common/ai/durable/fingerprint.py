@@ -6,7 +6,10 @@ A plain hash of a request can be brute-forced offline when the request held a sh
 PIN): the key, derived from Airflow's ``[core] fernet_key``, is never stored with the journal and
 is the same on every worker that shares Airflow's configuration. Without a Fernet key the hash is
 plain SHA-256, with a warning. A fingerprint names its key (``hmac-sha256:<key id>:<digest>``),
-so a journal recorded under another key is told apart from a changed request.
+so a journal recorded under another key is told apart from a changed request. Hashed under the
+current (first) key, it also knows its forms under the later keys of ``[core] fernet_key``, so that
+after a rotation (a new key put in front of the old one) a recorded call still matches
+(:func:`recorded_form`).
 """
 
 from __future__ import annotations
