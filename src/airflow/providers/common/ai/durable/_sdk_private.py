@@ -46,6 +46,9 @@ PRIVATE_MODULE_NAMES: dict[str, tuple[str, ...]] = {
     "agents.run_internal.model_provider_lifecycle": ("_close_runner_owned_model_provider",),
     "agents.run": ("AgentRunner",),
     "agents.agent_tool_state": ("get_agent_tool_state_scope", "peek_agent_tool_run_result"),
+    # The openai client's own loader of answers it does not validate: a recorded answer the SDK
+    # used unvalidated (an OpenAI-compatible server left a field out) replays as it was built.
+    "openai._models": ("construct_type",),
 }
 
 
@@ -141,6 +144,14 @@ async def close_runner_owned_model_provider(provider: Any) -> None:
 def ensure_model_provider_cleanup(result: Any, cleanup: Callable[[], Awaitable[None]]) -> None:
     """Have a streamed result run ``cleanup`` when its run ends, as for a provider the SDK created."""
     getattr(result, ENSURE_MODEL_PROVIDER_CLEANUP)(cleanup)
+
+
+def unvalidated_output_item(item: dict[str, Any]) -> Any:
+    """A model answer's output item built as the ``openai`` client builds it: by its type, unvalidated."""
+    from openai._models import construct_type
+    from openai.types.responses import ResponseOutputItem
+
+    return construct_type(type_=ResponseOutputItem, value=item)
 
 
 def _streamed_result_class() -> Any:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeGuard
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from airflow.providers.common.ai.durable._mcp import install_mcp_hooks
 from airflow.providers.common.ai.durable._sdk_private import (
@@ -31,6 +31,7 @@ from airflow.providers.common.ai.durable._sdk_private import (
     install_run_hooks,
     invocation_result,
     nested_agent_run_was_interrupted,
+    unvalidated_output_item,
 )
 from airflow.providers.common.ai.durable._tool_output import (
     ToolOutputNotRecordable,
@@ -202,6 +203,33 @@ def _request(name: str, call: dict[str, Any]) -> dict[str, Any]:
         ],
         "prompt": call["prompt"],
     }
+
+
+def _as_the_client_built_it(recorded: Any) -> ModelResponse | None:
+    """
+    A recorded answer whose output items do not validate only because fields are missing, loaded
+    as the ``openai`` client loaded it: without validation (it builds answers so, and the SDK used
+    this one as it was). An item that no longer fits its type in any other way: ``None``.
+    """
+    output = recorded.get("output") if isinstance(recorded, dict) else None
+    if not isinstance(output, list) or not all(isinstance(item, dict) for item in output):
+        return None
+    items = []
+    for item in output:
+        built = unvalidated_output_item(item)
+        if not isinstance(built, BaseModel):
+            return None
+        try:
+            items.append(type(built).model_validate(item))
+        except ValidationError as error:
+            if any(detail["type"] != "missing" for detail in error.errors()):
+                return None
+            items.append(built)
+    try:
+        rest = _RESPONSES.validate_python({**recorded, "output": []})
+    except ValidationError:
+        return None
+    return dataclasses.replace(rest, output=items)
 
 
 def _completed_event(response: ModelResponse, model_name: str) -> ResponseCompletedEvent:
@@ -480,8 +508,10 @@ class _DurableAgentRun:
         try:
             recorded = _RESPONSES.validate_python(step.result)
         except ValidationError as error:
-            step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
-            return None
+            recorded = _as_the_client_built_it(step.result)
+            if recorded is None:
+                step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
+                return None
         return dataclasses.replace(recorded, usage=Usage())
 
     def _answered(self, step: JournalStep, response: ModelResponse, tools: list[Any]) -> None:
