@@ -232,7 +232,11 @@ def test_encrypted_text_under_a_rotated_key_reads_back_and_under_a_removed_one_s
     stored = encrypt_text("summary of try 1")
     fernet_key(f"{KEY_NEW},{KEY_OLD}")
     assert decrypt_text(stored) == "summary of try 1"
-    fernet_key(KEY_NEW)
+    newest = Fernet.generate_key().decode()
+    fernet_key(f"{newest},{KEY_NEW},{KEY_OLD}")  # a second rotation before the oldest key went
+    assert decrypt_text(stored) == "summary of try 1"
+    assert decrypt_text(encrypt_text("summary of try 2")) == "summary of try 2"
+    fernet_key(f"{newest},{KEY_NEW}")
     with pytest.raises(UndecryptableTextError, match="removed or changed"):
         decrypt_text(stored)
 
