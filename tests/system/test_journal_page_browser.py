@@ -2,14 +2,17 @@
 The journal page in a real browser: headless Chromium (Debian's ``chromium``, driven by Selenium
 through Debian's ``chromium-driver``) opens the Airflow UI of a real api-server, goes to the
 "Agent journal" tab of task instances that ran under a real scheduler, and reads what the page
-shows inside the UI's iframe. Writes the screenshots the docs show (docs/img/journal_page*.png).
+shows inside the UI's iframe. Takes the screenshots the docs show.
 
 Run with: AIRFLOW_LINE=3.3-browser bash scripts/test.sh tests/system/test_journal_page_browser.py
-after ``apt-get install -y chromium chromium-driver``.
+after ``apt-get install -y chromium chromium-driver``; UPDATE_SCREENSHOTS=1 writes the docs'
+screenshots (docs/img/journal_page*.png), REQUIRE_BROWSER=1 (CI) fails instead of skipping
+when the browser or Selenium is missing.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from urllib.parse import quote
@@ -17,23 +20,33 @@ from urllib.parse import quote
 import pytest
 from test_journal_page import DAG_ID, OUTCOME_OF_A_TRY_RETRIED, finished_run  # noqa: F401 - the module's fixture
 
-webdriver = pytest.importorskip(
-    "selenium.webdriver", reason="needs Selenium: AIRFLOW_LINE=3.3-browser (constraints/packages-3.3-browser.txt)"
-)
+#: CI sets it: a missing browser or Selenium is then an error, not a skip.
+REQUIRED = os.environ.get("REQUIRE_BROWSER") == "1"
+#: Where the screenshots go: the docs' with UPDATE_SCREENSHOTS=1, else a temporary folder.
+SCREENSHOTS = Path(__file__).parents[2] / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else None
+
+if not REQUIRED:
+    pytest.importorskip(
+        "selenium.webdriver", reason="needs Selenium: AIRFLOW_LINE=3.3-browser (constraints/packages-3.3-browser.txt)"
+    )
+from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-#: The screenshots the docs show (docs/visibility.rst), written by each run.
-SCREENSHOT = Path(__file__).parents[2] / "docs" / "img" / "journal_page.png"
 
-if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+if not REQUIRED and not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     pytest.skip(
         "needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver",
         allow_module_level=True,
     )
+
+
+@pytest.fixture
+def screenshots(tmp_path) -> Path:
+    return SCREENSHOTS or tmp_path
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +81,11 @@ def cells(browser, selector: str) -> list[list[str]]:
     ]
 
 
-def test_the_tab_of_a_task_that_failed_for_good_shows_its_journal_with_the_nested_run(browser, finished_run):  # noqa: F811
+def test_the_tab_of_a_task_that_failed_for_good_shows_its_journal_with_the_nested_run(
+    browser,
+    finished_run,  # noqa: F811 - the fixture imported above
+    screenshots,
+):
     page = open_journal_tab(browser, finished_run, "kept")
     try:
         steps = cells(page, "#journal tr.step")
@@ -85,11 +102,14 @@ def test_the_tab_of_a_task_that_failed_for_good_shows_its_journal_with_the_neste
         assert try_1[4] == "5 (model 4, tool 1)"
     finally:
         page.switch_to.default_content()
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOT))
+    browser.save_screenshot(str(screenshots / "journal_page.png"))
 
 
-def test_the_tab_of_a_task_that_replayed_shows_what_each_try_did_after_its_journal_is_gone(browser, finished_run):  # noqa: F811
+def test_the_tab_of_a_task_that_replayed_shows_what_each_try_did_after_its_journal_is_gone(
+    browser,
+    finished_run,  # noqa: F811 - the fixture imported above
+    screenshots,
+):
     page = open_journal_tab(browser, finished_run, "replayed")
     try:
         assert "No journal" in page.find_element(By.ID, "journal").text
@@ -102,4 +122,4 @@ def test_the_tab_of_a_task_that_replayed_shows_what_each_try_did_after_its_journ
         assert "model 'gpt-4.1' at 3.1" in try_2[7] and "input item 0 differs" in try_2[7]
     finally:
         page.switch_to.default_content()
-    browser.save_screenshot(str(SCREENSHOT.with_name("journal_page_tries.png")))
+    browser.save_screenshot(str(screenshots / "journal_page_tries.png"))
