@@ -77,6 +77,7 @@ try:
     from agents.items import TResponseStreamEvent
     from agents.run import AgentRunner
     from agents.run_state import RunState
+    from agents.tracing import custom_span
     from openai.types.responses import (
         Response,
         ResponseCompletedEvent,
@@ -635,14 +636,19 @@ def _journaled(
 _ALL_ITEMS = 2**62
 
 
-async def _rewind_session(session: Session, run: DurableRun, input: Any) -> None:
+async def _rewind_session(session: Session, run: DurableRun, input: Any, run_config: RunConfig) -> None:
     """
     Put ``session`` back to what the first try of this run found (R-35), so that the SDK adds the
     input once and the model calls ask what they asked then. The first try records how many items
     the session held and their digest; a retry removes the items added after those, unless the
     earlier items changed since (another writer): then it leaves the session alone and the run
-    goes live, warning why.
+    goes live, warning why. With the run's tracing disabled, the session's own spans are too.
     """
+    with custom_span("durable session", disabled=True) if run_config.tracing_disabled else contextlib.nullcontext():
+        await _put_back(session, run, input)
+
+
+async def _put_back(session: Session, run: DurableRun, input: Any) -> None:
     items = await session.get_items(limit=_ALL_ITEMS)
     found = {"items": len(items), "digest": fingerprint(items, what="the session's items")}
     step = run.claim(
@@ -675,7 +681,7 @@ async def _run(
     with _journaled(journal, durable_key, kwargs, input) as (kwargs, durable):
         provider = getattr(kwargs.get("run_config"), "model_provider", None)
         if durable is not None and (session := kwargs.get("session")) is not None:
-            await _rewind_session(session, durable.run, input)
+            await _rewind_session(session, durable.run, input, kwargs["run_config"])
         try:
             result = await Runner.run(agent, input, **kwargs)
         finally:
@@ -770,7 +776,7 @@ def run_durably_streamed(
     try:
         kwargs, durable = run.enter_context(_journaled(journal, durable_key, kwargs, input))
         if durable is not None and (session := kwargs.get("session")) is not None:
-            _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input))
+            _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input, kwargs["run_config"]))
         result = Runner.run_streamed(agent, input, **kwargs)
     except BaseException:
         if not run.__exit__(*sys.exc_info()):
