@@ -208,7 +208,7 @@ def _request(name: str, call: dict[str, Any]) -> dict[str, Any]:
 
 def _as_the_client_built_it(recorded: Any) -> ModelResponse | None:
     """
-    A recorded answer whose output items do not validate only because fields are missing, loaded
+    A recorded answer whose output items do not validate only because fields are missing or null, loaded
     as the ``openai`` client loaded it: without validation (it builds answers so, and the SDK used
     this one as it was). An item that no longer fits its type in any other way: ``None``.
     """
@@ -223,7 +223,7 @@ def _as_the_client_built_it(recorded: Any) -> ModelResponse | None:
         try:
             items.append(type(built).model_validate(item))
         except ValidationError as error:
-            if any(detail["type"] != "missing" for detail in error.errors()):
+            if any(detail["type"] != "missing" and detail["input"] is not None for detail in error.errors()):
                 return None
             items.append(built)
     try:
