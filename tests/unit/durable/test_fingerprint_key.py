@@ -45,7 +45,7 @@ def test_the_same_request_gets_the_same_fingerprint_under_one_key_and_another_un
     fernet_key(KEY_A)
     under_a = fingerprint({"input": "hello"})
     assert fingerprint({"input": "hello"}) == under_a
-    fernet_key(f"{KEY_A},{KEY_B}")  # rotation adds a key after the current one: the current one keys
+    fernet_key(f"{KEY_A},{KEY_B}")  # KEY_A, the first, is the current key (Airflow puts a new key first)
     assert fingerprint({"input": "hello"}) == under_a
     fernet_key(KEY_B)
     assert fingerprint({"input": "hello"}) != under_a
