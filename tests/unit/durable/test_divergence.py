@@ -79,6 +79,20 @@ def test_a_model_call_that_changed_names_the_part_that_changed(first, second, re
     ]
 
 
+def test_another_model_is_named_with_the_one_recorded():
+    storage = InMemoryStorage()
+    for name in ("gpt-4o", "gpt-4.1"):
+        model = ScriptedModel([[assistant_message("ok")]])
+        model.model = name
+        journal = DurableJournal(storage)
+        with journal_scope(journal):
+            run_durably_sync(agent(model), "Hi")
+    assert [reason for _, _, reason in journal.stats.divergences] == [
+        "no recorded run starts with this call; the first call of recorded run 1: "
+        "the model changed: the recorded call there is model 'gpt-4o'"
+    ]
+
+
 def test_a_changed_tool_description_names_the_tool():
     @function_tool(description_override="The weather, in Celsius.")
     def weather_in_celsius(city: str) -> str:

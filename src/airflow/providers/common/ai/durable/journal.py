@@ -431,7 +431,7 @@ class DurableRun:
             return
         state = entry.get("state")
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
-            self._diverge(step, f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}")
+            self._diverge(step, _another_call(entry, step.kind))
         elif entry.get("fingerprint") != step.fingerprint:
             self._diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
         elif entry.get("follows") != step.follows:
@@ -584,6 +584,11 @@ class DurableJournal:
             if fingerprint is not None and entry is not None and (entry.get("kind"), entry.get("name")) == (kind, name):
                 differ = why_calls_differ(entry, fingerprint, parts)
                 return None, f"{reason}; the first call of recorded run {n}: {differ}"
+        # No recorded run starts with a call of this name: say what the first one called, if of this kind.
+        for n in untaken:
+            entry = runs.recorded[n - 1][0]
+            if entry is not None and entry.get("kind") == kind:
+                return None, f"{reason}; the first call of recorded run {n}: {_another_call(entry, kind)}"
         return None, reason
 
     def _recorded_runs(self, parent: str) -> Iterator[_Lookup]:
@@ -703,6 +708,13 @@ class DurableJournal:
                     break
         if self._index_stored:
             yield _INDEX_KEY
+
+
+def _another_call(entry: dict[str, Any], kind: str) -> str:
+    """Why a recorded call of another kind or name is not this call of ``kind``."""
+    if entry.get("kind") == kind:
+        return f"the {kind} changed: the recorded call there is {kind} {entry.get('name')!r}"
+    return f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}"
 
 
 def _first_call(entry: dict[str, Any] | None) -> tuple[Any, Any, Any, Any] | None:
