@@ -20,6 +20,7 @@ from airflow.providers.common.ai.durable.summaries import (
     SUMMARY_KEY_PREFIX,
     ObjectStorageSummaries,
     TaskStateStoreSummaries,
+    approvals_of,
     read_summaries,
     retention_days,
     try_summary,
@@ -63,7 +64,7 @@ def test_a_summary_says_what_replayed_ran_live_saved_and_why_it_diverged_with_se
 def test_in_the_task_state_store_a_summary_is_kept_encrypted_with_the_configured_retention(key, monkeypatch):
     monkeypatch.setenv("AIRFLOW__COMMON_AI__TRY_SUMMARY_RETENTION_DAYS", "3")
     accessor = FakeTaskStateStore()
-    write_summary(TaskStateStoreSummaries(accessor), JournalStats(), try_number=1, outcome="failed")
+    write_summary(TaskStateStoreSummaries(accessor), DurableJournal(InMemoryStorage()), try_number=1, outcome="failed")
     stored = json.loads(accessor.rows[f"{SUMMARY_KEY_PREFIX}1"])
     assert stored.startswith("fernet:")
     assert accessor.retention[f"{SUMMARY_KEY_PREFIX}1"] == datetime.timedelta(days=3)
@@ -77,7 +78,7 @@ def test_under_the_cache_path_summaries_outlive_the_journal_deleted_after_succes
     journal.write("1.1", "{}")
     summaries = ObjectStorageSummaries(base, **IDS)
     for try_number in (1, 2):
-        write_summary(summaries, JournalStats(), try_number=try_number, outcome="success")
+        write_summary(summaries, DurableJournal(InMemoryStorage()), try_number=try_number, outcome="success")
 
     journal.delete_all([])
 
@@ -97,7 +98,7 @@ def test_an_expired_summary_is_not_shown_and_one_that_cannot_be_read_says_so(key
 def test_zero_days_keeps_no_summary(monkeypatch):
     monkeypatch.setenv("AIRFLOW__COMMON_AI__TRY_SUMMARY_RETENTION_DAYS", "0")
     accessor = FakeTaskStateStore()
-    write_summary(TaskStateStoreSummaries(accessor), JournalStats(), try_number=1, outcome="success")
+    write_summary(TaskStateStoreSummaries(accessor), DurableJournal(InMemoryStorage()), try_number=1, outcome="success")
     assert accessor.rows == {}
 
 
@@ -117,7 +118,9 @@ def test_a_store_that_fails_never_fails_the_task(caplog):
         def set(self, key, value, *, retention=None):
             raise ConnectionError("the API server is gone")
 
-    write_summary(TaskStateStoreSummaries(Refusing()), JournalStats(), try_number=1, outcome="failed")
+    write_summary(
+        TaskStateStoreSummaries(Refusing()), DurableJournal(InMemoryStorage()), try_number=1, outcome="failed"
+    )
     assert "could not keep this try's summary" in caplog.text
 
 
@@ -135,3 +138,23 @@ def test_the_summary_so_far_is_kept_after_each_top_level_run_while_the_try_runs(
         run_durably_sync(Agent(name="a", model=model, tools=[weather]), "Weather?")
         run_durably_sync(Agent(name="b", model=ScriptedModel([[assistant_message("ok")]])), "Hi")
     assert kept == [{"model": 2, "tool": 1}, {"model": 3, "tool": 1}]
+
+
+def test_the_approvals_a_try_reached_are_in_its_summary_with_their_decisions():
+    storage = InMemoryStorage()
+    first = DurableJournal(storage)
+    with first.run() as run:
+        run.claim("model", "m", "asks 1")
+        run.claim("approval", "refund", "refund 42").record({"approved": True, "by": "alice"})
+        run.claim("approval", "delete_account", "delete 7")  # no answer yet
+    assert approvals_of(first) == [
+        {"key": "1.2", "tools": "refund", "decision": "approved by alice", "replayed": False},
+        {"key": "1.3", "tools": "delete_account", "decision": "waiting for an answer", "replayed": False},
+    ]
+    second = DurableJournal(storage)
+    with second.run() as run:
+        run.claim("model", "m", "asks 1")
+        run.claim("approval", "refund", "refund 42")
+    assert approvals_of(second) == [
+        {"key": "1.2", "tools": "refund", "decision": "approved by alice", "replayed": True}
+    ]

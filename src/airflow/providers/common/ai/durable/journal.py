@@ -225,6 +225,8 @@ class JournalStep:
         self.result: Any = None
         #: What was recorded beside the result, when replayed.
         self.meta: dict[str, Any] = {}
+        #: What this try recorded for this live step (masked), once it did.
+        self.recorded: Any = None
         #: An earlier try started this very call and never finished it.
         self.interrupted = False
         # Whether runs started inside this step may replay their own entries: not once the run
@@ -290,6 +292,8 @@ class JournalStep:
         state = _MASKED if held_a_secret else _DONE
         meta = {**({"tokens": self._tokens} if self._tokens is not None else {}), **(meta or {})}
         written = self.run.journal._write(self, self._entry(state, result=masked, meta=meta), what="result")
+        if written:
+            self.recorded = masked
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
         return written and not held_a_secret
@@ -525,6 +529,11 @@ class DurableJournal:
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
+
+    def claimed_steps(self) -> list[JournalStep]:
+        """Every step this try claimed, run by run in the order the runs took their numbers."""
+        with self._lock:
+            return [step for run in self._runs.values() for step in run.steps]
 
     def finish(self, *, succeeded: bool) -> None:
         """Log this try's summary; once the task instance succeeded, delete the journal."""

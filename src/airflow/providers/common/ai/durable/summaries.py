@@ -18,7 +18,7 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
-from airflow.providers.common.ai.durable.journal import JournalStats, masked_text
+from airflow.providers.common.ai.durable.journal import DurableJournal, JournalStats, masked_text
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,38 @@ def retention_days() -> int:
 SUCCESS, FAILED, UNFINISHED = "success", "failed", "unfinished"
 
 
+def approvals_of(journal: DurableJournal) -> list[dict[str, Any]]:
+    """The approval steps this try reached: which tools, and the decision (replayed, given now, or none yet)."""
+    from airflow.providers.common.ai.durable.approvals import APPROVAL_STEP, Decision
+
+    approvals = []
+    for step in journal.claimed_steps():
+        if step.kind != APPROVAL_STEP:
+            continue
+        recorded = step.result if step.replayed else step.recorded
+        try:
+            decision = Decision(**recorded).describe() if isinstance(recorded, dict) else "waiting for an answer"
+        except TypeError:
+            decision = "recorded in a form this release does not read"
+        approvals.append(
+            {
+                "key": step.key,
+                "tools": masked_text(step.name),
+                "decision": masked_text(decision),
+                "replayed": step.replayed,
+            }
+        )
+    return approvals
+
+
 def try_summary(
-    stats: JournalStats, *, try_number: int, outcome: str, now: datetime.datetime, days: int
+    stats: JournalStats,
+    *,
+    try_number: int,
+    outcome: str,
+    now: datetime.datetime,
+    days: int,
+    approvals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """What one try did, as JSON; every free text passed through Airflow's masker."""
     return {
@@ -70,6 +100,7 @@ def try_summary(
             for key, step, reason in stats.divergences
         ],
         "not_recorded": [masked_text(what) for what in stats.not_recorded],
+        "approvals": approvals or [],
     }
 
 
@@ -126,7 +157,7 @@ class ObjectStorageSummaries(SummaryStore):
         return summaries
 
 
-def write_summary(store: SummaryStore, stats: JournalStats, *, try_number: int, outcome: str) -> None:
+def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: int, outcome: str) -> None:
     """Keep this try's summary for the configured days (none with 0); a failure is logged, never raised."""
     try:
         days = retention_days()
@@ -135,7 +166,9 @@ def write_summary(store: SummaryStore, stats: JournalStats, *, try_number: int, 
         from airflow.providers.common.ai.durable.encryption import encrypt_text
 
         now = datetime.datetime.now(tz=datetime.timezone.utc)
-        summary = try_summary(stats, try_number=try_number, outcome=outcome, now=now, days=days)
+        summary = try_summary(
+            journal.stats, try_number=try_number, outcome=outcome, now=now, days=days, approvals=approvals_of(journal)
+        )
         store.write(try_number, encrypt_text(json.dumps(summary, ensure_ascii=False)), days=days)
     except Exception as error:
         log.warning("Durable: could not keep this try's summary for the journal page reason=%r", str(error))

@@ -148,7 +148,7 @@ def journal_of_running_task() -> DurableJournal | None:
 
 def _keep_summary(summaries: SummaryStore, journal: DurableJournal, try_number: int) -> None:
     # While the try runs: a try that fails with retries left can no longer write once it ended.
-    write_summary(summaries, journal.stats, try_number=try_number, outcome=UNFINISHED)
+    write_summary(summaries, journal, try_number=try_number, outcome=UNFINISHED)
 
 
 def bound_journal_of_running_task() -> DurableJournal | None:

@@ -32,7 +32,7 @@ def _finish(task_instance: Any, *, succeeded: bool) -> None:
     if summaries is not None:
         # Before the journal is deleted: the summary is what the journal page shows after success.
         outcome = SUCCESS if succeeded else FAILED
-        write_summary(summaries, journal.stats, try_number=task_instance.try_number, outcome=outcome)
+        write_summary(summaries, journal, try_number=task_instance.try_number, outcome=outcome)
     try:
         journal.finish(succeeded=succeeded)
     except Exception:

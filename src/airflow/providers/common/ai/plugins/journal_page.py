@@ -159,7 +159,7 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
     for summary in tries:
         if "problem" in summary:
             rows.append(
-                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=7>{_e(summary['problem'])}</td></tr>"
+                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=8>{_e(summary['problem'])}</td></tr>"
             )
             continue
         usage = summary.get("usage") or {}
@@ -167,6 +167,11 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
             f"<li>{_e(d.get('step'))}: {_e(d.get('reason'))}</li>" for d in summary.get("divergences") or []
         )
         not_recorded = "".join(f"<li>{_e(what)}</li>" for what in summary.get("not_recorded") or [])
+        approvals = "".join(
+            f"<li>{_e(a.get('tools'))} at {_e(a.get('key'))}: {_e(a.get('decision'))}"
+            f"{' (replayed)' if a.get('replayed') else ''}</li>"
+            for a in summary.get("approvals") or []
+        )
         saved = usage.get("saved") or {}
         rows.append(
             f'<tr class="try" data-try="{_e(summary.get("try_number"))}">'
@@ -177,7 +182,8 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
             f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded') or {}))}<ul>{not_recorded}</ul></td>"
             f"<td class=tokens>{_e(usage.get('total_tokens'))} used in {_e(usage.get('requests'))} requests; "
             f"{_e(saved.get('tokens'))} saved in {_e(saved.get('requests'))} replayed requests</td>"
-            f"<td class=divergences><ul>{divergences}</ul></td></tr>"
+            f"<td class=divergences><ul>{divergences}</ul></td>"
+            f"<td class=approvals><ul>{approvals}</ul></td></tr>"
         )
     return rows
 
@@ -195,7 +201,7 @@ def render_page(view: dict[str, Any]) -> str:
     )
     summaries = (
         "<table id=tries><tr><th>Try</th><th>Outcome</th><th>As of</th><th>Replayed</th><th>Ran live</th>"
-        f"<th>Could not record</th><th>Tokens</th><th>Divergences</th></tr>{''.join(tries)}</table>"
+        f"<th>Could not record</th><th>Tokens</th><th>Divergences</th><th>Approvals</th></tr>{''.join(tries)}</table>"
         if tries
         else "<p class=empty id=tries>No try summaries kept for this task instance.</p>"
     )
