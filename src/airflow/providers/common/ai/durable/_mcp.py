@@ -5,8 +5,9 @@ The SDK turns each tool an MCP server lists into a ``FunctionTool`` whose invoca
 ``MCPUtil.invoke_mcp_tool``, so the adapter's function-tool hook already journals an MCP call: it
 is recorded when it completes, replays without reaching the server, and reruns when it raised or
 was cut off. This module adds what an MCP call needs beyond that: the server is told the call's
-idempotency key in the request's ``_meta``, and an ``isError`` result, which the SDK hands to the
-model as ordinary output, counts as a failed call.
+idempotency key in the request's ``_meta``, an ``isError`` result, which the SDK hands to the
+model as ordinary output, counts as a failed call, and the SDK-only custom data of the server's
+``custom_data_extractor`` can be recorded with a call and given back to its replay.
 """
 
 from __future__ import annotations
@@ -20,16 +21,50 @@ from airflow.providers.common.ai.durable.journal import running_step
 #: The ``_meta`` key under which a journaled MCP tool call sends its idempotency key to the server.
 IDEMPOTENCY_KEY_META = "airflow.apache.org/idempotency-key"
 
-#: Names of the SDK this module relies on, by module. None is private: ``MCPUtil.invoke_mcp_tool``
-#: is public, but replacing it relies on ``MCPUtil.to_function_tool`` reading it from the class
-#: each time it converts a listed tool, which the tests of this module pin.
+#: The field of a recorded MCP tool call's result that holds its custom data (a storage name: a
+#: rename is a migration).
+RECORDED_CUSTOM_DATA = "mcp_custom_data"
+
+#: Names of the SDK this module relies on, by module. ``MCPUtil.invoke_mcp_tool`` is public, but
+#: replacing it relies on ``MCPUtil.to_function_tool`` reading it from the class each time it
+#: converts a listed tool, which the tests of this module pin.
 SDK_MODULE_NAMES: dict[str, tuple[str, ...]] = {"agents.mcp.util": ("MCPUtil",)}
+#: Private attributes, and a function returning an SDK object that must have each:
+#: ``ToolContext._custom_data`` is where ``invoke_mcp_tool`` leaves what the server's
+#: ``custom_data_extractor`` gave for a call, for the SDK to put on the call's output item; no
+#: public way reads or sets it, and a replayed call must carry it as the live one did.
+CUSTOM_DATA = "_custom_data"
+PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {CUSTOM_DATA: lambda: _a_tool_context()}
 
 _HOOKED = "_airflow_durable_hook"
 
 
 class MCPToolError(Exception):
     """An MCP tool answered with ``isError``: the call failed, though the SDK shows the model its text."""
+
+
+def _a_tool_context() -> Any:
+    from agents.tool_context import ToolContext
+
+    return ToolContext(context=None, tool_name="probe", tool_call_id="probe", tool_arguments="{}")
+
+
+def custom_data_to_record(context: Any) -> dict[str, Any]:
+    """
+    What to record beside a tool call's output: the custom data an MCP server's
+    ``custom_data_extractor`` gave for it (the SDK keeps only JSON data there); ``{}`` if none.
+    """
+    custom_data = getattr(context, CUSTOM_DATA, None)
+    return {RECORDED_CUSTOM_DATA: custom_data} if custom_data else {}
+
+
+def restore_custom_data(context: Any, recorded: Any) -> None:
+    """Give a replayed call the custom data its live call had; ``ValueError`` if it cannot be read."""
+    if isinstance(recorded, dict) and RECORDED_CUSTOM_DATA in recorded:
+        custom_data = recorded[RECORDED_CUSTOM_DATA]
+        if not isinstance(custom_data, dict):
+            raise ValueError(f"its MCP custom data is a {type(custom_data).__name__}, not an object")
+        setattr(context, CUSTOM_DATA, custom_data)
 
 
 def _is_error(result: Any) -> bool:
