@@ -59,3 +59,35 @@ def test_the_tab_is_on_every_task_instance_and_a_task_that_is_not_mapped_is_map_
     assert (tab["destination"], tab["url_route"]) == ("task_instance", "agent_journal")
     assert "{DAG_ID}" in tab["href"] and "{RUN_ID}" in tab["href"] and "{TASK_ID}" in tab["href"]
     assert [_map_index(value) for value in ("{MAP_INDEX}", "3", "-1")] == [-1, 3, -1]
+
+
+def test_a_cache_path_that_cannot_be_read_is_said_on_the_page_not_a_server_error(monkeypatch, tmp_path):
+    from airflow.providers.common.ai.plugins import journal_page
+
+    monkeypatch.setattr("airflow.providers.common.ai.version_compat.AIRFLOW_V_3_3_PLUS", False)
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", "nosuchscheme://bucket/journals")
+    shown = journal_page.journal_of("d", "r", "t", -1)
+    assert shown["problem"].startswith("the journal's store could not be read: ")
+    assert "store could not be read: " in render_page(shown)
+
+
+def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_task_instance(monkeypatch, tmp_path):
+    from upath import UPath
+
+    from airflow.providers.common.ai.durable.journal import DurableJournal
+    from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+    from airflow.providers.common.ai.durable.summaries import ObjectStorageSummaries, write_summary
+    from airflow.providers.common.ai.plugins import journal_page
+
+    monkeypatch.setattr("airflow.providers.common.ai.version_compat.AIRFLOW_V_3_3_PLUS", False)
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", f"file://{tmp_path}")
+    ids = {"dag_id": "d", "run_id": "r/1", "task_id": "t", "map_index": 2}
+    journal = DurableJournal(ObjectStorageStorage(UPath(f"file://{tmp_path}"), **ids))
+    with journal.run() as run:
+        run.claim("tool", "lookup", "asks").record({"value": "x"})
+    write_summary(ObjectStorageSummaries(UPath(f"file://{tmp_path}"), **ids), journal, try_number=1, outcome="failed")
+
+    shown = journal_page.journal_of("d", "r/1", "t", 2)
+    assert [step["name"] for run in shown["journal"] for step in run["steps"]] == ["lookup"]
+    assert [summary["outcome"] for summary in shown["tries"]] == ["failed"]
+    assert journal_page.journal_of("d", "r/1", "t", -1)["journal"] == []  # another map index

@@ -21,6 +21,7 @@ import html
 import json
 from typing import Any
 
+from airflow.providers.common.ai.durable.journal import masked_text
 from airflow.providers.common.ai.durable.journal_view import as_json, journal_view
 from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX, ObjectStorageSummaries, read_summaries
 from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
@@ -102,15 +103,22 @@ def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[s
     from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
     now = datetime.datetime.now(tz=datetime.timezone.utc)
-    if AIRFLOW_V_3_3_PLUS:
-        entries, summaries = _from_task_state_store(dag_id, run_id, task_id, map_index, now)
-    else:
-        entries, summaries = _from_cache_path(dag_id, run_id, task_id, map_index)
+    problem = None
+    try:
+        if AIRFLOW_V_3_3_PLUS:
+            entries, summaries = _from_task_state_store(dag_id, run_id, task_id, map_index, now)
+        else:
+            entries, summaries = _from_cache_path(dag_id, run_id, task_id, map_index)
+    except Exception as error:
+        # A store that cannot be reached is the page's news, not a server error.
+        entries, summaries = {}, {}
+        problem = f"the journal's store could not be read: {type(error).__name__}: {masked_text(str(error))[:300]}"
     return {
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": task_id,
         "map_index": map_index,
+        "problem": problem,
         "journal": as_json(journal_view(entries)),
         "tries": read_summaries(summaries, now=now),
     }
@@ -126,6 +134,7 @@ th { background: #edf2f7; }
 td.number { text-align: right; }
 .nested td:first-child { padding-left: 24px; }
 .empty { color: #4a5568; }
+.problem { color: #c53030; }
 """
 
 
@@ -205,6 +214,8 @@ def render_page(view: dict[str, Any]) -> str:
         if tries
         else "<p class=empty id=tries>No try summaries kept for this task instance.</p>"
     )
+    if view.get("problem"):
+        journal = f"<p class=problem id=journal>{_e(view['problem'])}</p>"
     where = f"{view['dag_id']} / {view['run_id']} / {view['task_id']}" + (
         f" [{view['map_index']}]" if view["map_index"] >= 0 else ""
     )
