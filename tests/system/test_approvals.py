@@ -1,0 +1,267 @@
+"""
+Approvals of tool calls (R-39..R-41) under a real scheduler, api-server (and, before Airflow 3.3,
+a triggerer): the task stops at the refund, waits without a worker (``awaiting_input`` on 3.3,
+``deferred`` before), a person answers through Airflow's public REST API, and the task resumes,
+replaying what it did before the stop. Each test asserts the model server's requests and each
+tool's real runs (``dags/durable_approval.py`` notes them).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
+from airflow_services import AIRFLOW, AirflowServices, _in_own_group_ending_with_this_process
+from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+
+#: The state of a task that waits for a person without holding a worker.
+WAITING = "awaiting_input" if AIRFLOW_V_3_3_PLUS else "deferred"
+TASK = "handle_ticket"
+
+LOOKUP = reply.tool_calls(("lookup_order", {"order_id": "O-77"}, "call_lookup"))
+REFUND = reply.tool_calls(("issue_refund", {"order_id": "O-77", "amount_eur": 40}, "call_refund"))
+
+
+class ServicesWithTriggerer(AirflowServices):
+    """The services, and a triggerer where Airflow needs one for a human-in-the-loop wait (before 3.3)."""
+
+    def __enter__(self) -> ServicesWithTriggerer:
+        super().__enter__()
+        if not AIRFLOW_V_3_3_PLUS:
+            self._processes["triggerer"] = subprocess.Popen(
+                [AIRFLOW, "triggerer"],
+                env=self.env,
+                stdout=(self.logs / "triggerer.log").open("w"),
+                stderr=subprocess.STDOUT,
+                preexec_fn=_in_own_group_ending_with_this_process,
+            )
+        return self
+
+    def hitl_path(self, dag_id: str, run_id: str) -> str:
+        return f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
+
+    def wait_until_waiting(self, dag_id: str, run_id: str, *, times: int = 1, timeout: float = 180) -> dict[str, Any]:
+        """
+        Wait until the task waits for a person for the ``times``-th time and the executor has
+        reported the end of the workload that parked it; returns the instance.
+
+        Airflow 3.3.2 fails a resumed try whose parked workload's exit the executor reports only
+        after the answer resumed it ("... finished with state success, but the task instance's
+        state attribute is running"), and the worker's supervisor may take seconds to exit.
+        """
+        deadline = time.monotonic() + timeout
+        instance: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                instance = self.task_instance(dag_id, run_id, TASK)
+            except OSError:
+                instance = {}
+            if instance.get("state") == WAITING and self._parked_workloads_ended(instance) >= times:
+                return instance
+            if instance.get("state") in ("success", "failed"):
+                break
+            time.sleep(0.5)
+        raise TimeoutError(f"{dag_id} did not wait for a person: {instance}\n{self.service_log('scheduler')[-3000:]}")
+
+    def _parked_workloads_ended(self, instance: dict[str, Any]) -> int:
+        key = (
+            f"TaskInstanceKey(dag_id='{instance['dag_id']}', task_id='{TASK}', run_id='{instance['dag_run_id']}', "
+            f"try_number={instance['try_number']}"
+        )
+        return self.service_log("scheduler").count(
+            f"Received executor event with state success for task instance {key}"
+        )
+
+    def answer(self, dag_id: str, run_id: str, option: str) -> dict[str, Any]:
+        """What a person's (or a bot's) PATCH of the request does; returns Airflow's answer."""
+        return self._request("PATCH", self.hitl_path(dag_id, run_id), {"chosen_options": [option], "params_input": {}})
+
+    def last_log(self, instance: dict[str, Any]) -> str:
+        """The end of the log of the instance's latest try, for a failed assertion."""
+        path = (instance["dag_id"], instance["dag_run_id"], TASK, instance["try_number"])
+        return "\n".join(self.task_log(*path[:3], n)[-5000:] for n in range(1, path[3] + 1))
+
+    def request_shown(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return self._request("GET", self.hitl_path(dag_id, run_id))
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("approval_out")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def airflow(server, out, tmp_path_factory, airflow_db):
+    env = {
+        **durable_env(server, out),
+        "DURABLE_TEST_OUT": str(out),
+        # The scheduler's sweep of requests whose response_timeout passed, every second.
+        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "1",
+    }
+    with ServicesWithTriggerer(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env) as services:
+        yield services
+
+
+def tool_runs(out: Path, run_id: str) -> list[tuple[str, int]]:
+    """(tool, try) of each real tool run of the DAG run, in order."""
+    path = out / "approval_tool_calls.jsonl"
+    calls = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [(call["tool"], call["try"]) for call in calls if call["run_id"] == run_id]
+
+
+def journal_left(dag_id: str, run_id: str, out: Path) -> list[str]:
+    """The journal's entries left of a DAG run (the try summaries kept beside them left out)."""
+    return [entry for entry in journal_entries(dag_id, run_id, out) if ".durable.summary/" not in entry]
+
+
+def tool_outputs(body: dict[str, Any]) -> list[str]:
+    """The tool outputs a request carries (Responses input items, or Chat Completions tool messages)."""
+    if "input" in body:
+        return [item["output"] for item in body["input"] if item.get("type") == "function_call_output"]
+    return [message["content"] for message in body["messages"] if message.get("role") == "tool"]
+
+
+def test_an_approved_refund_runs_once_after_the_answer_and_nothing_before_it_is_asked_again(airflow, server, out):
+    server.add(LOOKUP, REFUND, reply.text("Refunded 40 EUR."))
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval")
+
+    instance = airflow.wait_until_waiting("durable_approval", run_id)
+    assert instance["try_number"] == 1
+    assert len(server.requests) - first == 2
+    assert tool_runs(out, run_id) == [("lookup_order", 1)]
+    shown = airflow.request_shown("durable_approval", run_id)
+    assert shown["subject"] == "Agent 'support' asks to run issue_refund"
+    assert '"order_id": "O-77"' in shown["body"] and '"amount_eur": 40' in shown["body"]
+    assert shown["options"] == ["Approve", "Reject"]
+
+    airflow.answer("durable_approval", run_id, "Approve")
+    instance = airflow.wait_for_task("durable_approval", run_id, TASK)
+
+    assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
+    # One new request, after the refund: the two before the stop replayed.
+    requests = server.requests[first:]
+    assert [r.status for r in requests] == [200, 200, 200]
+    assert tool_outputs(requests[2].body) == ["O-77: charged twice, 40 EUR each", "refunded 40 EUR on O-77"], requests[
+        2
+    ].body
+    assert tool_runs(out, run_id) == [("lookup_order", 1), ("issue_refund", 1)]
+    log = airflow.task_log("durable_approval", run_id, TASK, 1)
+    assert "Durable: issue_refund approved by" in log
+    assert xcom_return_value("durable_approval", run_id, TASK) == "Refunded 40 EUR."
+    assert journal_left("durable_approval", run_id, out) == []
+
+
+def test_a_rejected_refund_never_runs_and_the_model_hears_the_rejection(airflow, server, out):
+    server.add(LOOKUP, REFUND, reply.text("I could not refund it."))
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval")
+    airflow.wait_until_waiting("durable_approval", run_id)
+
+    airflow.answer("durable_approval", run_id, "Reject")
+    instance = airflow.wait_for_task("durable_approval", run_id, TASK)
+
+    assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
+    requests = server.requests[first:]
+    assert len(requests) == 3
+    assert tool_outputs(requests[2].body)[-1] == DEFAULT_APPROVAL_REJECTION_MESSAGE
+    assert tool_runs(out, run_id) == [("lookup_order", 1)]
+    assert "Durable: issue_refund rejected by" in airflow.task_log("durable_approval", run_id, TASK, 1)
+
+
+def test_two_approvals_in_one_run_are_asked_in_turn_and_each_refund_runs_once(airflow, server, out):
+    second_refund = reply.tool_calls(("issue_refund", {"order_id": "O-78", "amount_eur": 15}, "call_refund_2"))
+    server.add(LOOKUP, REFUND, second_refund, reply.text("Refunded both."))
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval")
+
+    airflow.wait_until_waiting("durable_approval", run_id)
+    airflow.answer("durable_approval", run_id, "Approve")
+    # The resumed try replays, runs the first refund, asks the model, and stops for the second.
+    instance = airflow.wait_until_waiting("durable_approval", run_id, times=2)
+    assert instance["try_number"] == 1
+    assert len(server.requests) - first == 3
+    assert tool_runs(out, run_id) == [("lookup_order", 1), ("issue_refund", 1)]
+
+    airflow.answer("durable_approval", run_id, "Approve")
+    instance = airflow.wait_for_task("durable_approval", run_id, TASK)
+
+    assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
+    assert len(server.requests) - first == 4
+    assert tool_runs(out, run_id) == [("lookup_order", 1), ("issue_refund", 1), ("issue_refund", 1)]
+    assert xcom_return_value("durable_approval", run_id, TASK) == "Refunded both."
+
+
+def test_a_retry_after_a_failure_past_the_approval_replays_the_decision_and_asks_no_one(airflow, server, out):
+    close = reply.tool_calls(("close_ticket", {"note": "refunded, fail once"}, "call_close"))
+    server.add(LOOKUP, REFUND, close, reply.text("Refunded and closed."))
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval")
+    airflow.wait_until_waiting("durable_approval", run_id)
+    airflow.answer("durable_approval", run_id, "Approve")
+
+    instance = airflow.wait_for_task("durable_approval", run_id, TASK, try_number=2)
+
+    assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.last_log(instance)
+    # Try 1: two requests before the stop, one after the refund (close_ticket then failed the
+    # try); try 2 replays all three and asks only for the final answer.
+    assert len(server.requests) - first == 4
+    assert tool_runs(out, run_id) == [
+        ("lookup_order", 1),
+        ("issue_refund", 1),
+        ("close_ticket", 1),
+        ("close_ticket", 2),
+    ]
+    try_2 = airflow.task_log("durable_approval", run_id, TASK, 2)
+    assert "approval replayed" in try_2
+    assert "waiting for a person" not in try_2
+    assert "Durable: replayed 6 (approval 1, model 3, tool 2)" in try_2
+    assert xcom_return_value("durable_approval", run_id, TASK) == "Refunded and closed."
+
+
+def test_a_timeout_without_a_default_fails_the_task_and_keeps_its_journal(airflow, server, out):
+    server.add(LOOKUP, REFUND)
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval_timeout")
+    airflow.wait_until_waiting("durable_approval_timeout", run_id)
+
+    instance = airflow.wait_for_task("durable_approval_timeout", run_id, TASK)
+
+    assert (instance["state"], instance["try_number"]) == ("failed", 1), airflow.last_log(instance)
+    assert len(server.requests) - first == 2
+    assert tool_runs(out, run_id) == [("lookup_order", 1)]
+    assert "nobody answered the approval request before its response_timeout" in airflow.task_log(
+        "durable_approval_timeout", run_id, TASK, 1
+    )
+    assert journal_left("durable_approval_timeout", run_id, out) != []
+
+
+def test_a_timeout_takes_the_default_and_the_run_goes_on_with_it(airflow, server, out):
+    server.add(LOOKUP, REFUND, reply.text("Not refunded."))
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval_timeout_default")
+    airflow.wait_until_waiting("durable_approval_timeout_default", run_id)
+
+    instance = airflow.wait_for_task("durable_approval_timeout_default", run_id, TASK)
+
+    assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
+    requests = server.requests[first:]
+    assert len(requests) == 3
+    assert tool_outputs(requests[2].body)[-1] == DEFAULT_APPROVAL_REJECTION_MESSAGE
+    assert tool_runs(out, run_id) == [("lookup_order", 1)]
+    log = airflow.task_log("durable_approval_timeout_default", run_id, TASK, 1)
+    assert "Durable: issue_refund rejected by the default after the response timeout" in log
