@@ -125,7 +125,11 @@ def tool_runs(out: Path, run_id: str) -> list[tuple[str, int]]:
 
 def journal_left(dag_id: str, run_id: str, out: Path) -> list[str]:
     """The journal's entries left of a DAG run (the try summaries kept beside them left out)."""
-    return [entry for entry in journal_entries(dag_id, run_id, out) if ".durable.summary/" not in entry]
+    return [
+        entry
+        for entry in journal_entries(dag_id, run_id, out)
+        if ".durable.summary/" not in entry and ".summaries/" not in entry
+    ]
 
 
 def tool_outputs(body: dict[str, Any]) -> list[str]:
