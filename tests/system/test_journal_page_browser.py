@@ -4,7 +4,7 @@ through Debian's ``chromium-driver``) opens the Airflow UI of a real api-server,
 "Agent journal" tab of task instances that ran under a real scheduler, and reads what the page
 shows inside the UI's iframe. Takes the screenshots the docs show.
 
-Run with: AIRFLOW_LINE=3.3-browser bash scripts/test.sh tests/system/test_journal_page_browser.py
+Run with: AIRFLOW_LINE=3.3-browser (or 3.2-browser) bash scripts/test.sh tests/system/test_journal_page_browser.py
 after ``apt-get install -y chromium chromium-driver``; UPDATE_SCREENSHOTS=1 writes the docs'
 screenshots (docs/img/journal_page*.png), REQUIRE_BROWSER=1 (CI) fails instead of skipping
 when the browser or Selenium is missing.
