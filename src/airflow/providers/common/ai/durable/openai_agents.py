@@ -215,7 +215,7 @@ def _as_the_client_built_it(recorded: Any) -> ModelResponse | None:
     output = recorded.get("output") if isinstance(recorded, dict) else None
     if not isinstance(output, list) or not all(isinstance(item, dict) for item in output):
         return None
-    items = []
+    items: list[Any] = []
     for item in output:
         built = unvalidated_output_item(item)
         if not isinstance(built, BaseModel):
@@ -506,6 +506,7 @@ class _DurableAgentRun:
 
     @staticmethod
     def _replayed_response(step: JournalStep) -> ModelResponse | None:
+        recorded: ModelResponse | None
         try:
             recorded = _RESPONSES.validate_python(step.result)
         except ValidationError as error:
