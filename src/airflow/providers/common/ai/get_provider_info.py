@@ -69,7 +69,7 @@ def get_provider_info() -> dict[str, Any]:
                             "was deleted. Kept beside the journal: in the task state store with this retention\n"
                             "on Airflow 3.3+, else under durable_cache_path. 0 keeps no summaries.\n"
                         ),
-                        "version_added": "0.2.0",
+                        "version_added": "0.1.0",
                         "type": "integer",
                         "example": "30",
                         "default": "7",
