@@ -307,3 +307,57 @@ def test_defaults_other_than_approve_or_reject_are_refused(defaults):
 def test_defaults_are_one_option():
     assert check_defaults("Reject", "pay") == ["Reject"]
     assert check_defaults(None, "pay") is None
+
+
+class Parked(BaseException):
+    def __init__(self, kwargs: dict) -> None:
+        self.kwargs = kwargs
+
+
+class Operator:
+    """Defers as an operator does before Airflow 3.3 (where the task waits in awaiting_input instead)."""
+
+    def defer(self, *, trigger: object, method_name: str, kwargs: dict) -> None:
+        raise Parked(kwargs)
+
+
+class Ti:
+    def __init__(self) -> None:
+        self.xcom: dict[str, object] = {}
+        self.id = "ti-1"
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcom[key] = value
+
+
+def test_a_later_request_of_a_task_instance_is_pushed_to_xcom_and_logged_as_airflow_shows_the_first(
+    monkeypatch, caplog
+):
+    import airflow.sdk.execution_time.hitl as hitl
+
+    from airflow.providers.common.ai.durable.approvals import ApprovalDesk, wait_for_answer
+
+    created: list[dict] = []
+    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: created.append(request))
+    ti = Ti()
+    desk = ApprovalDesk(Answer("1.3", "f", APPROVED))
+    desk.pending = PendingApproval("1.6", "g", (ApprovalRequest("payer", "wire_money", '{"amount": 7}', "w2"),))
+
+    with pytest.raises(BaseException) as waited:
+        wait_for_answer(
+            Operator(),
+            {"ti": ti, "task_instance": ti},
+            desk,
+            method_name="execute_complete",
+            assigned_users=None,
+            response_timeout=None,
+            defaults=None,
+            notifiers=[],
+        )
+
+    assert type(waited.value).__name__ in ("TaskAwaitingInput", "Parked")
+    assert waited.value.kwargs == {"step_key": "1.6", "fingerprint": "g"}
+    [request] = created
+    assert (request["subject"], request["options"]) == ("Agent 'payer' asks to run wire_money", ["Approve", "Reject"])
+    assert ti.xcom["approval_request"] == {"subject": request["subject"], "body": request["body"], "step": "1.6"}
+    assert "Airflow shows this task instance's first approval request for every later one" in caplog.text

@@ -38,6 +38,8 @@ APPROVE, REJECT = "Approve", "Reject"
 OPTIONS = [APPROVE, REJECT]
 #: The step kind of a decision in the journal (a storage format: a rename is a migration).
 APPROVAL_STEP = "approval"
+#: The XCom key of the request a task waits for: what Airflow shows of a task instance's later requests is stale.
+APPROVAL_REQUEST_XCOM_KEY = "approval_request"
 #: The longest arguments text a request's body shows; longer ones are cut, saying so.
 MAX_ARGUMENTS_SHOWN = 4000
 
@@ -131,6 +133,8 @@ class ApprovalDesk:
 
     def __init__(self, answer: Answer | None = None) -> None:
         self.answer = answer
+        #: An earlier request of this task instance was answered: Airflow shows its text for the next.
+        self.asked_before = answer is not None
         #: The approval this try must ask for, once a run stopped for one it has no decision for.
         self.pending: PendingApproval | None = None
         #: The decisions this try applied, for the log: each with the tools it was for.
@@ -148,6 +152,7 @@ class ApprovalDesk:
             fingerprint([asdict(request) for request in requests], what="the calls to approve"),
         )
         decision = _recorded_decision(step) if step.replayed else None
+        self.asked_before = self.asked_before or decision is not None
         if decision is None:
             decision = self._answer_for(step)
             if decision is None:
@@ -258,7 +263,7 @@ def check_defaults(defaults: str | list[str] | None, task_id: str) -> list[str] 
 def wait_for_answer(
     operator: Any,
     context: Any,
-    pending: PendingApproval,
+    desk: ApprovalDesk,
     *,
     method_name: str,
     assigned_users: list[HITLUser] | None,
@@ -270,9 +275,27 @@ def wait_for_answer(
     Create the human-in-the-loop request for ``pending`` and give up the worker until a person
     answers: ``awaiting_input`` where Airflow has it (3.3), else deferred to ``HITLTrigger``.
     The task resumes in ``operator.<method_name>(context, event, step_key=..., fingerprint=...)``.
+
+    Each request is also pushed to XCom under ``approval_request`` (subject, body, step): Airflow
+    (3.2, 3.3) keeps one request per task instance, across tries, and shows the subject and body
+    of its first for every later one; the XCom and the task log show the current one.
     """
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
+
+    pending = desk.pending
+    if pending is None:
+        raise ValueError("wait_for_answer needs a desk with a pending approval")
+    request = {"subject": pending.subject, "body": pending.body, "step": pending.step_key}
+    context["ti"].xcom_push(key=APPROVAL_REQUEST_XCOM_KEY, value=request)
+    if desk.asked_before:
+        log.warning(
+            "Durable: Airflow shows this task instance's first approval request for every later one; "
+            "the current request is in XCom %r and here subject=%r body=%r",
+            APPROVAL_REQUEST_XCOM_KEY,
+            pending.subject,
+            pending.body,
+        )
 
     ti_id = context["task_instance"].id
     upsert_hitl_detail(
