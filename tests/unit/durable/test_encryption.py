@@ -184,10 +184,6 @@ def test_after_a_rotation_new_entries_are_encrypted_with_the_new_key(fernet_key)
     assert Fernet(KEY_NEW.encode()).decrypt(inner.entries["1.1"].removeprefix("fernet:").encode()) == b'{"x": 1}'
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the journal to compare fingerprints through fingerprint.recorded_form (diff in issue 11's report)",
-)
 def test_a_new_key_put_in_front_of_the_old_one_still_replays_a_journal_recorded_under_the_old_one(fernet_key):
     fernet_key(KEY_OLD)
     inner = make_storage("memory", None)

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 from airflow.providers.common.ai.durable.divergence import why_calls_differ
+from airflow.providers.common.ai.durable.fingerprint import recorded_form
 from airflow.providers.common.ai.durable.storage import JournalStorage
 from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage
 
@@ -240,6 +241,19 @@ class JournalStep:
         # The tokens this live call reported with used(), recorded with its result.
         self._tokens: int | None = None
 
+    def take_recorded_fingerprint(self, recorded: Any) -> None:
+        """
+        Take ``recorded`` as this step's fingerprint when it is this call's under an older key of
+        ``[core] fernet_key`` (a rotation put a new key in front), so that the steps after it follow
+        the chain that was recorded.
+        """
+        form = recorded_form(recorded, self.fingerprint)
+        if form is None or form == self.fingerprint:
+            return
+        self.fingerprint = form
+        self.digest = hashlib.sha256(f"{self.follows}\0{self.kind}\0{self.name}\0{form}".encode()).hexdigest()
+        self.run.follows = self.digest
+
     @property
     def idempotency_key(self) -> str:
         """The same string on every try for this task instance, run and position."""
@@ -434,6 +448,8 @@ class DurableRun:
         if entry is None:
             return
         state = entry.get("state")
+        if (entry.get("kind"), entry.get("name")) == (step.kind, step.name):
+            step.take_recorded_fingerprint(entry.get("fingerprint"))
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
             self._diverge(step, _another_call(entry, step.kind))
         elif entry.get("fingerprint") != step.fingerprint:
@@ -571,7 +587,7 @@ class DurableJournal:
             runs.active[run] = identity
             untaken = [n for n in range(1, len(runs.recorded) + 1) if n not in runs.taken]
             number = next(
-                (n for n in untaken if _first_call(runs.recorded[n - 1][0]) == identity),
+                (n for n in untaken if _starts_with(runs.recorded[n - 1][0], identity)),
                 None,
             )
             if not run.reads or fingerprint is None:
@@ -726,11 +742,17 @@ def _another_call(entry: dict[str, Any], kind: str) -> str:
     return f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}"
 
 
-def _first_call(entry: dict[str, Any] | None) -> tuple[Any, Any, Any, Any] | None:
-    """What the first call of a recorded run asked, as :meth:`DurableJournal._number` compares it."""
+def _starts_with(entry: dict[str, Any] | None, identity: tuple[str, str, str | None, str]) -> bool:
+    """
+    Whether a recorded run whose first entry is ``entry`` starts with the call ``identity`` names,
+    as :meth:`DurableJournal._number` compares them: its fingerprint under any key of ``[core] fernet_key``.
+    """
     if entry is None:
-        return None
-    return entry.get("kind"), entry.get("name"), entry.get("fingerprint"), entry.get("follows")
+        return False
+    kind, name, fingerprint, follows = identity
+    return (entry.get("kind"), entry.get("name"), entry.get("follows")) == (kind, name, follows) and (
+        recorded_form(entry.get("fingerprint"), fingerprint) is not None
+    )
 
 
 @contextlib.contextmanager
