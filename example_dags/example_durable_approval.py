@@ -8,9 +8,11 @@ Approve and Reject) and gives up its worker until someone answers in the Airflow
 Actions) or through the REST API. Then the task resumes: the lookup and both model calls replay
 from the journal, the refund runs once if approved, and the agent goes on.
 
-Run it: ``python example_dags/example_durable_approval.py`` (``bash scripts/demo.sh`` sets up
-Airflow first), then answer the request in the UI of an api-server on the same database. With
-``OPENAI_API_KEY`` set it calls OpenAI; without, a local endpoint plays the model.
+Run it on Airflow 3.3: ``python example_dags/example_durable_approval.py`` (``bash
+scripts/demo.sh`` sets up Airflow first), then answer the request in the UI (Required Actions)
+of an api-server on the same database. With ``OPENAI_API_KEY`` set it calls OpenAI; without, a
+local endpoint plays the model. On Airflow 3.2 run it under a scheduler and a triggerer:
+``dag.test()`` of 3.2 cannot wait for a human-in-the-loop answer.
 """
 
 from __future__ import annotations

@@ -239,6 +239,18 @@ def answer_of(event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
     return Answer(step_key, fingerprint, decision)
 
 
+def resumed_with(context: Any, event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
+    """
+    The answer a task resumed with (see :func:`answer_of`). A journal this process opened for
+    the try before it waited (``dag.test()`` resumes in the same process) is let go: the resumed
+    run numbers its runs anew, as in a new worker.
+    """
+    from airflow.providers.common.ai.durable.task_instance import take_journal
+
+    take_journal(context["ti"])
+    return answer_of(event, step_key, fingerprint)
+
+
 class ApprovalTimedOut(Exception):
     """Nobody answered an approval request in time, and the operator has no default."""
 
