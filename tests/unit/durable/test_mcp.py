@@ -230,11 +230,6 @@ def test_a_call_cut_off_mid_call_runs_again_with_the_same_key_so_the_server_can_
     assert task.ran_live == {"tool": 1, "model": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs _DurableAgentRun.tool_invocation to record custom_data_to_record(context) with a "
-    "tool call's output and call restore_custom_data(context, step.result) on replay (durable/_mcp.py)",
-)
 def test_a_replayed_call_carries_the_custom_data_the_servers_extractor_gave_its_live_call(stdio):
     def extract(context) -> dict[str, Any]:
         return {"server_said": context.tool_output, "note": "naïve ☃ \u202e", "nested": [[{"deep": None}]]}

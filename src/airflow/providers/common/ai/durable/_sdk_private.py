@@ -54,8 +54,11 @@ PRIVATE_MODULE_NAMES: dict[str, tuple[str, ...]] = {
 
 def missing_private_names() -> list[str]:
     """The private names above that this SDK version no longer has."""
-    missing = [name for name, owner in PRIVATE_ATTRIBUTES.items() if not hasattr(owner(), name)]
-    for module_name, names in PRIVATE_MODULE_NAMES.items():
+    from airflow.providers.common.ai.durable import _mcp
+
+    attributes = {**PRIVATE_ATTRIBUTES, **_mcp.PRIVATE_ATTRIBUTES}
+    missing = [name for name, owner in attributes.items() if not hasattr(owner(), name)]
+    for module_name, names in {**PRIVATE_MODULE_NAMES, **_mcp.SDK_MODULE_NAMES}.items():
         try:
             module = importlib.import_module(module_name)
         except ImportError:

@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from airflow.providers.common.ai.durable._mcp import install_mcp_hooks
+from airflow.providers.common.ai.durable._mcp import custom_data_to_record, install_mcp_hooks, restore_custom_data
 from airflow.providers.common.ai.durable._sdk_private import (
     CLEANUP_ON_RUN_END,
     close_runner_owned_model_provider,
@@ -134,15 +134,16 @@ def _note_failure(error: BaseException) -> None:
 
 def current_idempotency_key() -> str:
     """
-    The idempotency key of the function-tool call running now: the same string on every try of
-    the task instance for the same call, so a tool with side effects can recognise a repeat.
+    The idempotency key of the function-tool or MCP tool call running now: the same string on
+    every try of the task instance for the same call, so a tool with side effects can recognise
+    a repeat.
 
-    Raises ``RuntimeError`` outside a function tool of a durable run.
+    Raises ``RuntimeError`` outside a function-tool or MCP tool call of a durable run.
     """
     step = running_step()
     if step is None:
         raise RuntimeError(
-            "current_idempotency_key() only works inside a function tool called by a durable run "
+            "current_idempotency_key() only works inside a function-tool or MCP tool call of a durable run "
             "(run_durably, run_durably_sync or AgentOperator(durable=True)) in an Airflow task"
         )
     return step.idempotency_key
@@ -554,6 +555,7 @@ class _DurableAgentRun:
         if step.replayed:
             try:
                 replayed = invocation_result(decode_tool_output(step.result, declared))
+                restore_custom_data(context, step.result)
             except ValueError as error:
                 step.refuse_replay(f"the recorded output no longer loads: {error}")
             else:
@@ -576,7 +578,7 @@ class _DurableAgentRun:
             step.fail("the agent it runs as a tool stopped for an approval, so the call did not complete")
         else:
             try:
-                step.record(encode_tool_output(result.output, declared))
+                step.record({**encode_tool_output(result.output, declared), **custom_data_to_record(context)})
             except ToolOutputNotRecordable as error:
                 step.not_recordable(str(error))
         _progress(step)
