@@ -444,7 +444,7 @@ def test_an_interrupted_tool_call_runs_again_with_the_same_idempotency_key():
 
 
 def test_current_idempotency_key_outside_a_durable_tool_call_says_where_it_works():
-    with pytest.raises(RuntimeError, match="only works inside a function tool"):
+    with pytest.raises(RuntimeError, match="only works inside a function-tool or MCP tool call"):
         current_idempotency_key()
 
 

@@ -131,12 +131,6 @@ def test_a_payment_approved_on_the_failed_try_and_rejected_on_the_retry_reaches_
     assert runs == {"wire_money": 1, "report": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="DurableRun._look_up counts a step as replayed when it is claimed; the SDK never invokes a "
-    "tool call it rejected or stopped for, so its recorded output is not used (issue 14)",
-)
 @pytest.mark.parametrize("decision", ["rejected", "not given"])
 def test_a_recorded_tool_output_the_retry_does_not_use_is_not_counted_as_replayed(decision):
     runs: Counter[str] = Counter()

@@ -238,6 +238,9 @@ class JournalStep:
         # Why this call, though it returned, did not complete and must not be recorded.
         self._incomplete: str | None = None
         self._finished = False
+        # Whether this replayed step is counted in the try's summary (see handed_out), and when.
+        self._counted = False
+        self._counted_when_handed_out = False
         # The tokens this live call reported with used(), recorded with its result.
         self._tokens: int | None = None
 
@@ -339,16 +342,24 @@ class JournalStep:
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
         self._mark(_FAILED, "failure mark")
 
+    def handed_out(self) -> None:
+        """Count this replayed step in the try's summary and usage: its recorded result was used."""
+        if self.replayed and not self._counted:
+            self._counted = True
+            self.run.journal.stats.replayed[self.kind] += 1
+            self.run.journal.stats._count_saved(self.meta)
+
     def refuse_replay(self, reason: str) -> None:
         """
         The recorded result can no longer be used (for example its types no longer load): this
         step runs live, and so does every later step of its run.
         """
-        stats = self.run.journal.stats
-        stats.replayed[self.kind] -= 1
-        stats.replayed += Counter()  # drops the kind if nothing of it replayed
-        stats._count_saved(self.meta, sign=-1)
-        self.replayed, self.result, self.meta = False, None, {}
+        if self._counted:
+            stats = self.run.journal.stats
+            stats.replayed[self.kind] -= 1
+            stats.replayed += Counter()  # drops the kind if nothing of it replayed
+            stats._count_saved(self.meta, sign=-1)
+        self.replayed, self.result, self.meta, self._counted = False, None, {}, False
         self.run._diverge(self, reason)
 
     def discard(self, reason: str) -> None:
@@ -406,12 +417,20 @@ class DurableRun:
         self.steps: list[JournalStep] = []
 
     def claim(
-        self, kind: str, name: str, fingerprint: str | None, *, parts: dict[str, Any] | None = None
+        self,
+        kind: str,
+        name: str,
+        fingerprint: str | None,
+        *,
+        parts: dict[str, Any] | None = None,
+        counted_when_handed_out: bool = False,
     ) -> JournalStep:
         """
         Take the next position for a call of ``kind`` named ``name`` asking what ``fingerprint``
         digests, and say whether it replays. ``parts`` digests each part of what it asks, so that
-        a divergence names the part that changed.
+        a divergence names the part that changed. A replayed step counts as replayed when claimed,
+        or, with ``counted_when_handed_out``, once :meth:`JournalStep.handed_out` says its result
+        was used (a call claimed ahead, which the caller may never make).
 
         Claims are numbered in the order they are made; a caller running calls concurrently
         claims them first, in the order it wants them to keep on every try.
@@ -422,6 +441,7 @@ class DurableRun:
             found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
             new_run = found is None
         step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
+        step._counted_when_handed_out = counted_when_handed_out
         self.follows = step.digest
         self.steps.append(step)
         if fingerprint is None:
@@ -467,8 +487,8 @@ class DurableRun:
             step.replayed = True
             step.result = entry.get("result")
             step.meta = entry.get("meta") or {}
-            journal.stats.replayed[step.kind] += 1
-            journal.stats._count_saved(step.meta)
+            if not step._counted_when_handed_out:
+                step.handed_out()
         else:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)

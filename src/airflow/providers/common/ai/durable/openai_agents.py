@@ -540,6 +540,8 @@ class _DurableAgentRun:
                     what=f"tool {call.name!r}",
                 ),
                 parts=tool_call_parts(call.name, call.arguments, call.call_id),
+                # The SDK may not make a call it was asked for (it stops for an approval first).
+                counted_when_handed_out=True,
             )
             for call in calls
             if call.call_id not in repeated
@@ -559,6 +561,7 @@ class _DurableAgentRun:
             except ValueError as error:
                 step.refuse_replay(f"the recorded output no longer loads: {error}")
             else:
+                step.handed_out()
                 _progress(step)
                 return replayed
         failures: list[BaseException] = []
