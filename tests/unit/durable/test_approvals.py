@@ -361,3 +361,28 @@ def test_a_later_request_of_a_task_instance_is_pushed_to_xcom_and_logged_as_airf
     assert (request["subject"], request["options"]) == ("Agent 'payer' asks to run wire_money", ["Approve", "Reject"])
     assert ti.xcom["approval_request"] == {"subject": request["subject"], "body": request["body"], "step": "1.6"}
     assert "Airflow shows this task instance's first approval request for every later one" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"defaults": "Maybe"}, ValueError, "defaults must be 'Approve' or 'Reject'"),
+        ({"response_timeout": 3600}, TypeError, "response_timeout must be a datetime.timedelta, not int"),
+    ],
+)
+def test_the_operator_refuses_approval_arguments_it_cannot_use_when_the_dag_is_parsed(arguments, error, message):
+    from airflow.providers.common.ai.operators.agent import AgentOperator
+
+    with pytest.raises(error, match=message):
+        AgentOperator(task_id="pay", agent=Agent(name="payer"), prompt="Pay.", durable=True, **arguments)
+
+
+def test_an_agent_that_stops_for_an_approval_without_durable_fails_the_task_naming_the_fix():
+    from airflow.providers.common.ai.operators.agent import AgentOperator
+
+    runs: Counter[str] = Counter()
+    operator = AgentOperator(task_id="pay", agent=Payer(runs, [[PAY]]).agent, prompt="Pay.")
+
+    with pytest.raises(RuntimeError, match="approvals need durable=True"):
+        operator.execute({"ti": Ti()})
+    assert runs == {}
