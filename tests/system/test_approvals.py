@@ -290,3 +290,20 @@ def test_a_timeout_takes_the_default_and_the_run_goes_on_with_it(airflow, server
     assert tool_runs(out, run_id) == [("lookup_order", 1)]
     log = airflow.task_log("durable_approval_timeout_default", run_id, TASK, 1)
     assert "Durable: issue_refund rejected by the default after the response timeout" in log
+
+
+def test_a_task_agent_waits_and_resumes_with_its_prompt_written_again(airflow, server, out):
+    server.add(LOOKUP, REFUND, reply.text("Refunded 40 EUR."))
+    first = len(server.requests)
+    run_id = airflow.trigger("durable_approval_decorated")
+    airflow.wait_until_waiting("durable_approval_decorated", run_id)
+
+    airflow.answer("durable_approval_decorated", run_id, "Approve")
+    instance = airflow.wait_for_task("durable_approval_decorated", run_id, TASK)
+
+    assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
+    requests = server.requests[first:]
+    assert len(requests) == 3
+    assert "Order O-77 was charged twice" in json.dumps(requests[2].body)
+    assert tool_runs(out, run_id) == [("lookup_order", 1), ("issue_refund", 1)]
+    assert xcom_return_value("durable_approval_decorated", run_id, TASK) == "Refunded 40 EUR."

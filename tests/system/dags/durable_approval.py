@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from agents import Agent, function_tool
-from airflow.sdk import dag, get_current_context
+from airflow.sdk import dag, get_current_context, task
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
 
@@ -67,7 +67,24 @@ def _handle_ticket(dag_id: str, **kwargs: object) -> None:
     globals()[dag_id] = approval_dag()
 
 
+# Longer than a loaded worker's supervisor takes to exit after parking the task: Airflow 3.3.2 fails a
+# try that resumes (here: on the timeout) before the executor reported that exit.
+TIMEOUT = timedelta(seconds=15)
+
 # Retries with no delay: the retry after a failed tool call follows at once.
 _handle_ticket("durable_approval", retries=1, retry_delay=timedelta(seconds=0))
-_handle_ticket("durable_approval_timeout", retries=0, response_timeout=timedelta(seconds=3))
-_handle_ticket("durable_approval_timeout_default", retries=0, response_timeout=timedelta(seconds=3), defaults="Reject")
+_handle_ticket("durable_approval_timeout", retries=0, response_timeout=TIMEOUT)
+_handle_ticket("durable_approval_timeout_default", retries=0, response_timeout=TIMEOUT, defaults="Reject")
+
+
+@dag(dag_id="durable_approval_decorated", schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
+def durable_approval_decorated():
+    # The prompt is written on every execution, the resumed one too.
+    @task.agent(agent=_support_agent, openai_conn_id="openai_default", durable=True, retries=1)
+    def handle_ticket(order_id: str) -> str:
+        return f"Order {order_id} was charged twice: refund the second payment, then close the ticket."
+
+    handle_ticket("O-77")
+
+
+durable_approval_decorated()
