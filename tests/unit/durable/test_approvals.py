@@ -67,6 +67,8 @@ class ApprovalTask(tries.Task):
     def __init__(self) -> None:
         super().__init__()
         self.pending: PendingApproval | None = None
+        #: Whether the try's desk knew of an earlier request of the task instance (Airflow shows its text).
+        self.asked_before = False
 
     def resume(self, payer: Payer, decision: Decision | None = None) -> Any:
         """One try: resumed with ``decision`` for what the try before asked, or a plain retry without one."""
@@ -79,7 +81,7 @@ class ApprovalTask(tries.Task):
             try:
                 return run_durably_sync(payer.agent, self.prompt)
             finally:
-                self.pending = desk.pending
+                self.pending, self.asked_before = desk.pending, desk.asked_before
 
     def entries(self) -> dict[str, dict[str, Any]]:
         return {key: json.loads(text) for key, text in self.storage.entries.items()}
@@ -194,6 +196,19 @@ def test_two_approvals_in_one_run_are_asked_in_turn_and_each_once():
     assert len(third_try.model.calls) == 1
     assert runs == {"wire_money 5": 1}
     assert task.replayed == {"model": 2, "tool": 1, APPROVAL_STEP: 1}
+
+
+def test_a_try_knows_an_earlier_request_was_made_from_its_answer_or_a_replayed_decision():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]))
+    assert not task.asked_before
+
+    task.resume(Payer(runs, [[PAY_AGAIN]]), APPROVED)
+    assert task.asked_before
+    task.resume(Payer(runs, []))  # a retry without an answer replays the first decision and stops at the second
+    assert task.pending is not None and task.pending.requests[0].call_id == "w2"
+    assert task.asked_before
 
 
 def test_parallel_calls_that_need_approval_are_asked_together_and_one_answer_decides_them():
