@@ -70,7 +70,7 @@ def api_server(tmp_path, airflow_db):
 @pytest.mark.skipif(
     not AIRFLOW_V_3_3_PLUS,
     reason="dag.test() of Airflow 3.2 runs HITLTrigger in its own process, whose supervisor does not answer "
-    "GetHITLDetailResponse ('Unhandled request'); tests/system/test_approvals.py runs 3.2 under a triggerer",
+    "GetHITLDetailResponse ('Unhandled request'); tests/system/test_approvals_in_airflow.py runs 3.2 under a triggerer",
 )
 def test_the_approval_example_waits_for_the_answer_then_replays_and_refunds_once(tmp_path, api_server):
     script = [

@@ -1,5 +1,5 @@
 """
-Durable agents whose refunds need a person's approval, for tests/system/test_approvals.py. Each
+Durable agents whose refunds need a person's approval, for tests/system/test_approvals_in_airflow.py. Each
 tool notes each real run in DURABLE_TEST_OUT/approval_tool_calls.jsonl; ``close_ticket`` fails
 on the task's first try when the ticket's text says so, to fail a try after an approval.
 """

@@ -38,6 +38,7 @@ from airflow.providers.common.ai.durable._tool_output import (
     decode_tool_output,
     encode_tool_output,
 )
+from airflow.providers.common.ai.durable.approvals import ApprovalRequest, approval_desk
 from airflow.providers.common.ai.durable.divergence import model_call_parts, tool_call_parts
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import (
@@ -598,6 +599,29 @@ class _DurableAgentRun:
             if tool is not None and error.guardrail in (tool.tool_output_guardrails or []):
                 step.discard(f"its output tripped the tool output guardrail {error.guardrail.get_name()!r}")
 
+    async def continued_past_approvals(self, agent: Agent, result: RunResult, kwargs: dict[str, Any]) -> RunResult:
+        """
+        The run continued, as a continuation of this journaled run, past each stop for approvals
+        that the approval desk of this task (``approvals.approval_desk``) has a decision for; the
+        result as the SDK returned it at the first stop it has none for (or without a desk).
+        """
+        desk = approval_desk()
+        while desk is not None and result.interruptions:
+            items = result.interruptions
+            decisions = desk.decide(self.run, [_approval_request(item) for item in items])
+            if decisions is None:
+                break
+            state = result.to_state()
+            for item, decision in zip(items, decisions, strict=True):
+                if decision.approved:
+                    state.approve(item)
+                else:
+                    state.reject(item)
+            # The state carries the run's context and max_turns; the run config is this run's.
+            resumed = {key: value for key, value in kwargs.items() if key not in ("context", "max_turns")}
+            result = await Runner.run(agent, state, **resumed)
+        return result
+
     def discard_last_answer(self, error: BaseException) -> None:
         """After a failure caused by the model's answers, make the next try ask the model again."""
         if getattr(error, _TOOL_FAILURE, False):
@@ -605,6 +629,18 @@ class _DurableAgentRun:
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
             answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+def _approval_request(item: Any) -> ApprovalRequest:
+    raw = item.raw_item
+    arguments = raw.get("arguments") if isinstance(raw, dict) else getattr(raw, "arguments", None)
+    call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    return ApprovalRequest(
+        agent=item.agent.name,
+        tool=str(item.tool_name or type(raw).__name__),
+        arguments=arguments if isinstance(arguments, str) else repr(arguments),
+        call_id=str(call_id),
+    )
 
 
 install_run_hooks(_resolved_model, _invoked_tool, _note_failure)
@@ -690,6 +726,8 @@ async def _run(
             await _rewind_session(session, durable.run, input, kwargs["run_config"])
         try:
             result = await Runner.run(agent, input, **kwargs)
+            if durable is not None:
+                result = await durable.continued_past_approvals(agent, result, kwargs)
         finally:
             if isinstance(provider, _DurableModelProvider) and provider.owned:
                 # The SDK would have created and closed this provider itself: closed as it does.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +22,14 @@ from pydantic_core import to_jsonable_python
 from airflow.providers.common.ai.durable.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from agents import RunResult
     from airflow.sdk import Context
+    from airflow.sdk.bases.notifier import BaseNotifier
+    from airflow.sdk.execution_time.hitl import HITLUser
+
+    from airflow.providers.common.ai.durable.approvals import Answer
 
 
 class AgentOperator(BaseOperator):
@@ -52,6 +59,20 @@ class AgentOperator(BaseOperator):
         an optional base URL in the host) that serves the models the agents name
         (``Agent(model="gpt-4.1")``). Without it the SDK's default applies: the
         ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` of the worker's environment. Templated.
+    :param assigned_users: who may answer an approval request (``{"id": ..., "name": ...}`` or a
+        list of them), as in Airflow's ``HITLOperator``; anyone who may edit the DAG without it.
+    :param response_timeout: how long an approval request waits for an answer; then ``defaults``
+        is taken, or the task fails keeping its journal. No limit without it.
+    :param defaults: ``"Approve"`` or ``"Reject"``, taken when ``response_timeout`` passes.
+    :param notifiers: Airflow notifiers called with the task's context when an approval request
+        is created, as in ``HITLOperator``.
+
+    With ``durable=True``, a tool call that needs approval (``needs_approval``) creates an
+    Airflow human-in-the-loop request (subject: agent and tool; body: the masked arguments;
+    options Approve and Reject) and the task gives up its worker until a person answers
+    (``awaiting_input`` on Airflow 3.3, deferred before). The task then resumes: the calls
+    before the approval replay, the approved tool runs once, and the decision is recorded, so a
+    later retry never asks again (see the approvals docs).
 
     Refuses, when the DAG is parsed: an ``agent`` that is neither an ``Agent`` nor callable, an
     empty prompt, ``max_turns`` below 1, and ``openai_conn_id`` together with a ``run_config``
@@ -71,8 +92,14 @@ class AgentOperator(BaseOperator):
         max_turns: int = DEFAULT_MAX_TURNS,
         run_config: RunConfig | None = None,
         openai_conn_id: str | None = None,
+        assigned_users: HITLUser | list[HITLUser] | None = None,
+        response_timeout: timedelta | None = None,
+        defaults: str | list[str] | None = None,
+        notifiers: Sequence[BaseNotifier] | BaseNotifier | None = None,
         **kwargs: Any,
     ) -> None:
+        from airflow.providers.common.ai.durable.approvals import check_defaults
+
         super().__init__(**kwargs)
         _check_prompt(prompt, self.task_id, when_rendered=False)
         if not isinstance(agent, Agent) and not callable(agent):
@@ -102,6 +129,27 @@ class AgentOperator(BaseOperator):
         self.max_turns = max_turns
         self.run_config = run_config
         self.openai_conn_id = openai_conn_id
+        self.assigned_users = [assigned_users] if isinstance(assigned_users, dict) else assigned_users
+        if response_timeout is not None and not isinstance(response_timeout, datetime.timedelta):
+            raise TypeError(
+                f"AgentOperator {self.task_id!r}: response_timeout must be a datetime.timedelta, "
+                f"not {type(response_timeout).__name__}"
+            )
+        self.response_timeout = response_timeout
+        self.defaults = check_defaults(defaults, self.task_id)
+        self.notifiers = (
+            [notifiers] if notifiers is not None and not isinstance(notifiers, Sequence) else notifiers or []
+        )
+        # The answer this execution resumed with (execute_complete), for the approval it was asked for.
+        self._answer: Answer | None = None
+
+    def execute_complete(self, context: Context, event: dict[str, Any], step_key: str, fingerprint: str) -> Any:
+        """Resume after a person answered an approval request (or its timeout passed): run again, replaying."""
+        from airflow.providers.common.ai.durable.approvals import resumed_with
+
+        self._answer = resumed_with(context, event, step_key, fingerprint)
+        # execute, not the run alone: @task.agent writes the prompt there.
+        return self.execute(context)
 
     def execute(self, context: Context) -> Any:
         _check_prompt(self.prompt, self.task_id, when_rendered=True)
@@ -120,18 +168,42 @@ class AgentOperator(BaseOperator):
         run_config = self._get_run_config()
         run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": run_config}
         counted = _CountedUsage(run_config)
+        from airflow.providers.common.ai.durable.approvals import answering_approvals
+
         try:
             agent = self._get_agent()
             if self.durable:
-                result = run_durably_sync(agent, self.prompt, hooks=counted, **run_kwargs)
+                with answering_approvals(self._answer) as desk:
+                    result = run_durably_sync(agent, self.prompt, hooks=counted, **run_kwargs)
             else:
                 result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
         finally:
             # Also when the try fails: what it used as far as it got.
             usage = self._get_usage(counted)
             context["ti"].xcom_push(key=USAGE_XCOM_KEY, value=usage.to_dict())
+        if result.interruptions:
+            self._wait_for_approval(context, desk if self.durable else None)
         self._log_usage(result, usage)
         return to_jsonable_python(result.final_output)
+
+    def _wait_for_approval(self, context: Context, desk: Any) -> None:
+        from airflow.providers.common.ai.durable.approvals import wait_for_answer
+
+        if desk is None or desk.pending is None:
+            raise RuntimeError(
+                f"AgentOperator {self.task_id!r}: the agent stopped for an approval of a tool call; "
+                "approvals need durable=True (and a journal) so that the task can wait for a person and resume"
+            )
+        wait_for_answer(
+            self,
+            context,
+            desk,
+            method_name="execute_complete",
+            assigned_users=self.assigned_users,
+            response_timeout=self.response_timeout,
+            defaults=self.defaults,
+            notifiers=self.notifiers,
+        )
 
     def _get_usage(self, counted: _CountedUsage) -> TryUsage:
         from airflow.providers.common.ai.durable.journal import journal_in_use
