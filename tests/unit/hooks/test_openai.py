@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook
+from airflow.providers.common.ai.testing import FakeOpenAIServer
 
 
 @pytest.fixture
@@ -130,3 +134,78 @@ def test_models_given_by_name_through_the_connection_replay_on_a_durable_retry(c
     assert server.requests[2].headers["authorization"] == "Bearer sk-abcdef"
     assert looked_up == ["T-1"]
     assert journal.stats.replayed == {"model": 1, "tool": 1}
+
+
+# --- test_connection(): the Test button of the connection form, against a real local server ---
+
+KEY = "sk-the-right-key"
+
+
+def test_test_connection_lists_the_models_and_accepts_the_key(connection):
+    with FakeOpenAIServer(api_key=KEY, models=["gpt-a", "gpt-b"]) as server:
+        ok, message = connection(password=KEY, host=server.base_url).test_connection()
+    assert (ok, message) == (True, f"{server.base_url} accepted the API key (2 models listed)")
+    assert server.get_paths == ["/v1/models"]
+    assert server.requests == []  # no model request was paid for
+
+
+def test_test_connection_says_the_key_was_refused_without_saying_the_key(connection):
+    with FakeOpenAIServer(api_key=KEY) as server:
+        ok, message = connection(password="sk-wrong-key-123", host=server.base_url).test_connection()
+    assert not ok
+    assert message == f"{server.base_url} refused the API key (HTTP 401): check the connection's password"
+    assert "sk-wrong" not in message
+
+
+def test_test_connection_names_the_endpoint_it_could_not_reach(connection):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: connections are refused
+        ok, message = connection(password=KEY, host=f"http://127.0.0.1:{port}/v1").test_connection()
+    assert not ok
+    assert message.startswith(f"Could not reach http://127.0.0.1:{port}/v1: ")
+    assert KEY not in message
+
+
+def test_test_connection_to_an_endpoint_without_a_model_list_says_the_key_was_not_checked(connection):
+    with FakeOpenAIServer() as server:
+        ok, message = connection(password=KEY, host=server.base_url + "/nowhere").test_connection()
+    assert not ok
+    assert message == (
+        f"{server.base_url}/nowhere was reached but has no model list (GET /models answered 404), so the API key "
+        "could not be checked without a model call"
+    )
+
+
+def test_test_connection_reports_a_bad_connection_as_get_client_kwargs_refuses_it(connection, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    ok, message = connection(host="http://127.0.0.1:9/v1").test_connection()
+    assert not ok and message.startswith("Connection 'openai_test' has no API key")
+    ok, message = connection(password=KEY, extra={"auth_type": "workload_identity"}).test_connection()
+    assert not ok and "has auth_type 'workload_identity'" in message and KEY not in message
+
+
+def test_test_connection_tries_once_whatever_max_retries_the_extra_gives(connection):
+    """An endpoint failing with HTTP 500 is reported at once: the client's retries are off."""
+    paths = []
+
+    class Failing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            paths.append(self.path)
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Failing) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        hook = connection(
+            password=KEY, extra={"openai_client_kwargs": {"base_url": base_url, "max_retries": 5, "timeout": 600}}
+        )
+        ok, message = hook.test_connection()
+        httpd.shutdown()
+    assert (ok, message) == (False, f"{base_url} answered GET /models with HTTP 500")
+    assert paths == ["/v1/models"]

@@ -19,8 +19,9 @@ from functools import cached_property
 from typing import Any
 
 try:
+    import openai
     from agents import MultiProvider
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, OpenAI
 except ImportError as error:  # pragma: no cover - both are dependencies of this provider
     from airflow.exceptions import AirflowOptionalProviderFeatureException
 
@@ -82,6 +83,43 @@ class OpenAIAgentsHook(BaseHook):
             openai_client=AsyncOpenAI(**self.get_client_kwargs()),
             openai_use_responses=None if use_responses is None else _as_bool(use_responses),
         )
+
+    def test_connection(self) -> tuple[bool, str]:
+        """
+        The Test button of the connection form: lists the endpoint's models (``GET /models``),
+        which checks the key and the endpoint without a paid model call. Never says the key.
+        """
+        try:
+            client = OpenAI(**{**self.get_client_kwargs(), "timeout": TEST_TIMEOUT_SECONDS, "max_retries": 0})
+        except (ValueError, TypeError, openai.OpenAIError) as error:
+            return False, str(error)
+        base_url = str(client.base_url).rstrip("/")
+        try:
+            with client:
+                count = len(client.models.list().data)
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+            # The message is not shown: the real API echoes part of the key in it.
+            return False, f"{base_url} refused the API key (HTTP {error.status_code}): check the connection's password"
+        except openai.NotFoundError:
+            return False, (
+                f"{base_url} was reached but has no model list (GET /models answered 404), so the API key "
+                "could not be checked without a model call"
+            )
+        except openai.APIStatusError as error:
+            return False, f"{base_url} answered GET /models with HTTP {error.status_code}"
+        except openai.APIConnectionError as error:
+            return False, f"Could not reach {base_url}: {_cause(error)}"
+        return True, f"{base_url} accepted the API key ({count} models listed)"
+
+
+TEST_TIMEOUT_SECONDS = 10.0
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost cause's text (``Connection refused``, ``timed out``), or the error's own."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return str(error) or type(error).__name__
 
 
 def _as_bool(value: Any) -> bool:

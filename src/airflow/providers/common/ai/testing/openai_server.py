@@ -31,6 +31,14 @@ Behaviour:
   length; an unknown path gets 404.
 - Every reply reports usage (10 input, 5 output tokens unless ``usage=`` says otherwise).
 - ``server.add(*replies)`` extends the script; ``server.remaining_replies`` counts what is left.
+- ``GET /v1/models`` lists the models ``FakeOpenAIServer(models=...)`` names (``["fake-model"]``
+  unless given), as the real API's model list; a GET is not numbered, not recorded in
+  ``server.requests`` and consumes no reply: ``server.get_paths`` lists the paths of the GETs
+  received, in order. Any other GET gets 404.
+- ``FakeOpenAIServer(api_key="sk-...")`` answers HTTP 401 (``invalid_api_key``, without
+  echoing the key) to any request, GET or POST, whose ``Authorization: Bearer`` key is another
+  one; a refused POST is numbered and recorded with status 401 and consumes no reply. Without
+  ``api_key`` every key is accepted.
 
 Streams (``"stream": true``) are server-sent events, as the real API sends them:
 
@@ -73,6 +81,7 @@ __all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "ToolCall", "reply"]
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+MODELS_PATH = "/v1/models"
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,12 @@ class _Script:
     #: Request number -> how many events its stream sends before the cut (None: half of them).
     cut_requests: dict[int, int | None]
     fail_next: int = 0
+    #: The only key accepted (``Authorization: Bearer <key>``); None accepts any.
+    api_key: str | None = None
+    #: The ids ``GET /v1/models`` lists.
+    models: list[str] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
+    get_paths: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -166,11 +180,15 @@ class FakeOpenAIServer:
         *,
         fail_requests: Iterable[int] = (),
         cut_requests: Iterable[int] = (),
+        api_key: str | None = None,
+        models: Iterable[str] = ("fake-model",),
     ) -> None:
         self._script = _Script(
             replies=list(replies),
             fail_requests=set(fail_requests),
             cut_requests=dict.fromkeys(cut_requests),
+            api_key=api_key,
+            models=list(models),
         )
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self._script))
         self._httpd.daemon_threads = True
@@ -187,6 +205,12 @@ class FakeOpenAIServer:
     def requests(self) -> list[RecordedRequest]:
         with self._script.lock:
             return list(self._script.requests)
+
+    @property
+    def get_paths(self) -> list[str]:
+        """The paths of the GET requests received, in order (they are not in :attr:`requests`)."""
+        with self._script.lock:
+            return list(self._script.get_paths)
 
     @property
     def remaining_replies(self) -> int:
@@ -248,6 +272,25 @@ def _handler_for(script: _Script) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
+        def _refused_key(self) -> bool:
+            """The server has an ``api_key`` and the request brings another one (or none)."""
+            if script.api_key is None:
+                return False
+            return self.headers.get("Authorization") != f"Bearer {script.api_key}"
+
+        def do_GET(self) -> None:
+            with script.lock:
+                script.get_paths.append(self.path)
+            if self._refused_key():
+                answer = _Answer(401, _error("FakeOpenAIServer: incorrect API key provided", "invalid_api_key"))
+            elif self.path == MODELS_PATH:
+                created = int(time.time())
+                models = [{"id": m, "object": "model", "created": created, "owned_by": "fake"} for m in script.models]
+                answer = _Answer(200, {"object": "list", "data": models})
+            else:
+                answer = _Answer(404, _error(f"FakeOpenAIServer: GET {self.path}: unknown path", "not_found"))
+            self._send(answer, request_id="req_get")
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
@@ -276,6 +319,8 @@ def _handler_for(script: _Script) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, number: int, body: Any) -> _Answer:
             where = f"request #{number} (POST {self.path})"
+            if self._refused_key():
+                return _Answer(401, _error(f"FakeOpenAIServer: {where}: incorrect API key provided", "invalid_api_key"))
             if self.path not in (CHAT_COMPLETIONS_PATH, RESPONSES_PATH):
                 return _Answer(404, _error(f"FakeOpenAIServer: {where}: unknown path", "not_found"))
             if not isinstance(body, dict):
