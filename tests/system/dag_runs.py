@@ -115,7 +115,21 @@ def xcom_return_value(dag_id: str, run_id: str, task_id: str, map_index: int = -
 
 
 def journal_entries(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
-    """What is stored of the journals of a DAG run: task state store keys (3.3+), or cache files."""
+    """
+    What is stored of the journals of a DAG run: task state store keys (3.3+), or cache files. The
+    try summaries kept beside them for the journal page (R-44) are not journal entries.
+    """
+    return [entry for entry in _stored(dag_id, run_id, tmp_path) if not is_try_summary(entry)]
+
+
+def is_try_summary(entry: str) -> bool:
+    """Whether a stored key or file is a try summary, kept on purpose after success."""
+    from airflow.providers.common.ai.durable.summaries import SUMMARY_FOLDER_SUFFIX, SUMMARY_KEY_PREFIX
+
+    return SUMMARY_KEY_PREFIX in entry or f"{SUMMARY_FOLDER_SUFFIX}/" in entry
+
+
+def _stored(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
     if AIRFLOW_V_3_3_PLUS:
         from airflow.models.task_state_store import TaskStateStoreModel
         from airflow.utils.session import create_session

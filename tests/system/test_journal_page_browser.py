@@ -4,7 +4,7 @@ through Debian's ``chromium-driver``) opens the Airflow UI of a real api-server,
 "Agent journal" tab of task instances that ran under a real scheduler, and reads what the page
 shows inside the UI's iframe. Takes the screenshots the docs show.
 
-Run with: AIRFLOW_LINE=3.3-browser (or 3.2-browser) bash scripts/test.sh tests/system/test_journal_page_browser.py
+Run with: AIRFLOW_LINE=3.3-prod (or 3.2-prod) bash scripts/test.sh tests/system/test_journal_page_browser.py
 after ``apt-get install -y chromium chromium-driver``; UPDATE_SCREENSHOTS=1 writes the docs'
 screenshots (docs/img/journal_page*.png), REQUIRE_BROWSER=1 (CI) fails instead of skipping
 when the browser or Selenium is missing.
@@ -27,7 +27,7 @@ SCREENSHOTS = Path(__file__).parents[2] / "docs" / "img" if os.environ.get("UPDA
 
 if not REQUIRED:
     pytest.importorskip(
-        "selenium.webdriver", reason="needs Selenium: AIRFLOW_LINE=3.3-browser (constraints/packages-3.3-browser.txt)"
+        "selenium.webdriver", reason="needs Selenium: AIRFLOW_LINE=3.3-prod (constraints/packages-3.3-prod.txt)"
     )
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402

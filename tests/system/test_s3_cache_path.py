@@ -5,7 +5,7 @@ line: moto's S3 server on 127.0.0.1, reached through an Airflow connection named
 
 Needs the S3 filesystem and moto, which the pinned 3.2 line cannot hold beside its
 python-dateutil: run it as ``AIRFLOW_LINE=3.2-s3 bash scripts/test.sh tests/system/test_s3_cache_path.py``
-(.ci/run does). Elsewhere it is skipped; on that line a missing package is an error.
+(.ci/run runs it on the 3.2-prod line, which has the same packages). Elsewhere it is skipped; on that line a missing package is an error.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ _missing = [
     for name in ("s3fs", "moto", "flask", "flask_cors", "airflow.providers.amazon")
     if importlib.util.find_spec(name) is None
 ]
-if os.environ.get("AIRFLOW_LINE") == "3.2-s3" and _missing:
-    raise RuntimeError(f"AIRFLOW_LINE=3.2-s3 lacks {', '.join(_missing)}: see constraints/packages-3.2-s3.txt")
+if os.environ.get("AIRFLOW_LINE") in ("3.2-s3", "3.2-prod") and _missing:
+    line = os.environ["AIRFLOW_LINE"]
+    raise RuntimeError(f"AIRFLOW_LINE={line} lacks {', '.join(_missing)}: see constraints/packages-{line}.txt")
 if AIRFLOW_V_3_3_PLUS:
     pytest.skip("durable_cache_path is used before Airflow 3.3 only", allow_module_level=True)
 if _missing:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from durable_backends import FakeTaskStateStore, make_storage
 
+from airflow.providers.common.ai.durable import fingerprint as fingerprint_module
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 BACKENDS = ["memory", "file", "fsspec-memory", "task-state-store"]
@@ -29,3 +30,15 @@ def new_storage(backend, tmp_path):
 
         MemoryFileSystem.store.clear()
         MemoryFileSystem.pseudo_dirs[:] = [""]
+
+
+@pytest.fixture
+def fernet_key(monkeypatch):
+    """Sets ``[core] fernet_key`` ("" for none) for the test; encryption and fingerprints read it again."""
+
+    def use(value: str) -> None:
+        monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", value)
+        fingerprint_module.fingerprint_key.cache_clear()
+
+    yield use
+    fingerprint_module.fingerprint_key.cache_clear()

@@ -17,7 +17,6 @@ from airflow.exceptions import AirflowConfigException
 from cryptography.fernet import Fernet
 from durable_backends import FakeTaskStateStore, make_storage
 
-from airflow.providers.common.ai.durable import fingerprint as fingerprint_module
 from airflow.providers.common.ai.durable.encryption import (
     EncryptedStorage,
     UndecryptableTextError,
@@ -30,18 +29,6 @@ KEY_OLD = Fernet.generate_key().decode()
 KEY_NEW = Fernet.generate_key().decode()
 FORECAST = "Zürich: 23 °C, föhn ☀ — forecast #4711"
 PROMPT = "Wie ist das Wetter in Zürich?"
-
-
-@pytest.fixture
-def fernet_key(monkeypatch):
-    """Sets ``[core] fernet_key`` ("" for none); encryption and fingerprints read it again."""
-
-    def use(value: str) -> None:
-        monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", value)
-        fingerprint_module.fingerprint_key.cache_clear()
-
-    yield use
-    fingerprint_module.fingerprint_key.cache_clear()
 
 
 class Weather:

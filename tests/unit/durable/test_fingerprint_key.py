@@ -5,27 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 
-import pytest
 
-from airflow.providers.common.ai.durable import fingerprint as fingerprint_module
 from airflow.providers.common.ai.durable.fingerprint import canonical_json, fingerprint, why_fingerprints_differ
 from airflow.providers.common.ai.durable.journal import DurableJournal
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 KEY_A = "o0n0kq3Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zU="
 KEY_B = "Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zUo0n0kq3="
-
-
-@pytest.fixture
-def fernet_key(monkeypatch):
-    """Sets [core] fernet_key for the test; the fingerprint key is derived again from it."""
-
-    def use(value: str) -> None:
-        monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", value)
-        fingerprint_module.fingerprint_key.cache_clear()
-
-    yield use
-    fingerprint_module.fingerprint_key.cache_clear()
 
 
 def test_a_short_secret_in_a_request_cannot_be_recovered_from_the_fingerprint_without_the_key(fernet_key):

@@ -252,6 +252,11 @@ def _completed_event(response: ModelResponse, model_name: str) -> ResponseComple
     return ResponseCompletedEvent.model_construct(type="response.completed", response=completed, sequence_number=0)
 
 
+def _arguments(local_names: dict[str, Any]) -> dict[str, Any]:
+    """A model call's arguments by name, from the ``locals()`` of the method that took them."""
+    return {name: value for name, value in local_names.items() if name != "self"}
+
+
 class _DurableModel(Model):
     """A model of a durable run: each call goes through the run's journal."""
 
@@ -274,19 +279,7 @@ class _DurableModel(Model):
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
-        call: dict[str, Any] = {
-            "system_instructions": system_instructions,
-            "input": input,
-            "model_settings": model_settings,
-            "tools": tools,
-            "output_schema": output_schema,
-            "handoffs": handoffs,
-            "tracing": tracing,
-            "previous_response_id": previous_response_id,
-            "conversation_id": conversation_id,
-            "prompt": prompt,
-        }
-        return await self.durable.model_response(self.wrapped, self.name, call)
+        return await self.durable.model_response(self.wrapped, self.name, _arguments(locals()))
 
     async def stream_response(
         self,
@@ -302,19 +295,7 @@ class _DurableModel(Model):
         conversation_id: str | None = None,
         prompt: ResponsePromptParam | None = None,
     ) -> AsyncIterator[TResponseStreamEvent]:
-        call: dict[str, Any] = {
-            "system_instructions": system_instructions,
-            "input": input,
-            "model_settings": model_settings,
-            "tools": tools,
-            "output_schema": output_schema,
-            "handoffs": handoffs,
-            "tracing": tracing,
-            "previous_response_id": previous_response_id,
-            "conversation_id": conversation_id,
-            "prompt": prompt,
-        }
-        async for event in self.durable.streamed_response(self.wrapped, self.name, call):
+        async for event in self.durable.streamed_response(self.wrapped, self.name, _arguments(locals())):
             yield event
 
     def get_retry_advice(self, request: Any) -> Any:
