@@ -169,6 +169,7 @@ class ApprovalDesk:
             ", ".join(tools),
         )
         log.info("Durable: %s %s", ", ".join(tools), decision.describe())
+        step.run.journal.stats.approvals.append(f"{', '.join(tools)} {decision.describe()}")
         return [decision] * len(requests)
 
     def _answer_for(self, step: JournalStep) -> Decision | None:

@@ -161,6 +161,8 @@ class JournalStats:
     used: dict[str, ModelUsage] = field(default_factory=dict)
     #: Each divergence of this try: the step's key, the step, and why it did not line up.
     divergences: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Each decision on tool calls that needed approval, with who gave it ("issue_refund approved by alice").
+    approvals: list[str] = field(default_factory=list)
 
     def usage(self) -> TryUsage:
         """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
@@ -187,9 +189,10 @@ class JournalStats:
 
         not_recorded = len(self.not_recorded)
         named = f" ({'; '.join(self.not_recorded)})" if not_recorded else ""
+        approvals = f", approvals: {'; '.join(self.approvals)}" if self.approvals else ""
         return (
             f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}, "
-            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying"
+            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{approvals}"
         )
 
 
