@@ -8,7 +8,8 @@ the task instance's journal and only asks the model what it never answered.
 
 Run it: ``python example_dags/example_durable_agent.py`` (``bash scripts/demo.sh`` sets up
 Airflow first). With ``OPENAI_API_KEY`` set it calls OpenAI; without, a local endpoint plays the
-model and fails the third model request once, so try 1 fails and try 2 replays.
+model and fails the third model request once, so try 1 fails and try 2 replays. A downstream
+task reads the ``usage`` XCom of the agent task: what its last try used and what replaying saved.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from agents import Agent, function_tool
-from airflow.sdk import dag
+from airflow.sdk import dag, task
 from pydantic import BaseModel
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
@@ -75,7 +76,7 @@ triage_agent = Agent(
     },
 )
 def example_durable_agent():
-    AgentOperator(
+    triage = AgentOperator(
         task_id="triage_ticket",
         agent=triage_agent,
         prompt="Ticket from {{ params.email }}:\n\n{{ params.ticket }}",
@@ -84,6 +85,21 @@ def example_durable_agent():
         retries=1,
         retry_delay=timedelta(seconds=2),  # short for the demo; minutes suit a provider outage
     )
+
+    @task
+    def report_usage(ti=None) -> dict:
+        # AgentOperator pushes what its last try used, and what the replay saved, under "usage".
+        usage = ti.xcom_pull(task_ids="triage_ticket", key="usage")
+        log.info(
+            "triage_ticket: %d model requests, %d tokens; replaying saved %d requests, %d tokens",
+            usage["requests"],
+            usage["total_tokens"],
+            usage["saved"]["requests"],
+            usage["saved"]["tokens"],
+        )
+        return usage
+
+    triage >> report_usage()
 
 
 example_dag = example_durable_agent()

@@ -6,7 +6,8 @@ reply and sends it with a tool. Each ``run_durably_sync`` call is journaled, and
 kept until the whole task succeeds, so a try that fails in the second agent replays the first
 one as well. The sending tool has a side effect, so it asks for the call's idempotency key: if a
 try dies while the tool runs, the retry runs that call again with the same key, and the tool
-sees that the reply went out already instead of sending it twice.
+sees that the reply went out already instead of sending it twice. The task pushes what its
+agents used, and what replaying saved, to XCom under ``usage``.
 
 Run it: ``python example_dags/example_durable_task.py``. With ``OPENAI_API_KEY`` set it calls
 OpenAI; without, a local endpoint plays the model and fails the third model request once.
@@ -25,6 +26,7 @@ from agents import Agent, RunConfig, function_tool
 from airflow.sdk import dag, task
 
 from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably_sync
+from airflow.providers.common.ai.durable.usage import durable_usage
 from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook
 
 log = logging.getLogger(__name__)
@@ -76,11 +78,13 @@ responder = Agent(
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def example_durable_task():
     @task(retries=1, retry_delay=timedelta(seconds=2))
-    def answer_ticket(ticket_id: str, text: str) -> dict:
+    def answer_ticket(ticket_id: str, text: str, ti=None) -> dict:
         run_config = RunConfig(model_provider=OpenAIAgentsHook("openai_default").get_model_provider())
         summary = run_durably_sync(summarizer, text, run_config=run_config).final_output
         # A failure from here on replays the summary too: the journal lives until the task succeeds.
         sent = run_durably_sync(responder, f"Ticket {ticket_id}: {summary}", run_config=run_config)
+        # What this try's agents used and what replaying saved, in XCom as AgentOperator puts it.
+        ti.xcom_push(key="usage", value=durable_usage().to_dict())
         return {"summary": summary, "confirmation": sent.final_output}
 
     answer_ticket("T-311", "My parcel was marked delivered on Monday but it never arrived. Can you help?")

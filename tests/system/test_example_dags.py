@@ -7,6 +7,7 @@ completed and sends only that request again.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from dag_runs import (
     EXAMPLE_DAGS,
@@ -19,6 +20,40 @@ from dag_runs import (
 )
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+
+
+def xcom_value(dag_id: str, run_id: str, task_id: str, key: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalar(
+            select(XComModel).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.map_index == -1,
+                XComModel.key == key,
+            )
+        )
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def usage_of_try_2(model: str, *, replayed: dict[str, int]) -> dict[str, Any]:
+    """One live model request of 10 + 5 tokens on try 2; the two replayed requests had cost 30."""
+    return {
+        "requests": 1,
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "models": {model: {"requests": 1, "input_tokens": 10, "output_tokens": 5, "total_tokens": 15}},
+        "saved": {"requests": 2, "tokens": 30},
+        "replayed": replayed,
+        "live": {"model": 1},
+        "not_recorded": {},
+    }
+
 
 TRIAGE = {
     "category": "billing",
@@ -37,7 +72,10 @@ def test_the_durable_agent_example_replays_try_1_and_sends_only_the_failed_reque
         run = run_dag_file(EXAMPLE_DAGS / "example_durable_agent.py", durable_env(server, tmp_path))
     assert run.returncode == 0, run.output[-5000:]
     run_id = latest_run_id("example_durable_agent")
-    assert task_states("example_durable_agent", run_id) == {("triage_ticket", -1): ("success", 2)}
+    assert task_states("example_durable_agent", run_id) == {
+        ("triage_ticket", -1): ("success", 2),
+        ("report_usage", -1): ("success", 1),
+    }
 
     # Model requests per try: 1-3 on try 1 (3 failed), only a new 3rd on try 2.
     assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 200), (3, 500), (4, 200)]
@@ -61,6 +99,11 @@ def test_the_durable_agent_example_replays_try_1_and_sends_only_the_failed_reque
         "Ticket from ada@example.com:\n\nI was charged twice for my last order. Please refund one of the payments."
     )
     assert xcom_return_value("example_durable_agent", run_id, "triage_ticket") == TRIAGE
+    # The downstream task pulled try 2's usage XCom and logged it: one request paid, two saved.
+    usage = usage_of_try_2("gpt-4.1-mini", replayed={"model": 2, "tool": 2})
+    assert xcom_value("example_durable_agent", run_id, "triage_ticket", "usage") == usage
+    assert xcom_return_value("example_durable_agent", run_id, "report_usage") == usage
+    assert "triage_ticket: 1 model requests, 15 tokens; replaying saved 2 requests, 30 tokens" in run.output
     assert journal_entries("example_durable_agent", run_id, tmp_path) == []
 
 
@@ -94,4 +137,7 @@ def test_the_durable_task_example_replays_both_agents_and_sends_the_reply_once(t
         "summary": "Parcel marked delivered on Monday never arrived.",
         "confirmation": "Sent an apology and opened a trace.",
     }
+    assert xcom_value("example_durable_task", run_id, "answer_ticket", "usage") == usage_of_try_2(
+        "gpt-4.1-mini", replayed={"model": 2, "tool": 1}
+    )
     assert journal_entries("example_durable_task", run_id, tmp_path) == []
