@@ -80,7 +80,8 @@ class Servers:
 
     @property
     def received(self) -> list[str]:
-        return tools_called(self.calls)
+        """The tools the server ran, sorted: calls of one answer run concurrently, in any order."""
+        return sorted(tools_called(self.calls))
 
     @property
     def keys(self) -> list[str | None]:
