@@ -132,7 +132,9 @@ def test_run_durably_in_a_task_journals_to_s3_through_the_connection_in_the_path
 
         # Nothing was in the bucket when try 1 started; try 1 left its two steps there, under the
         # task instance's folder; after success they are gone.
-        assert json.loads((tmp_path / f"{task_id}.try1.json").read_text()) == []
+        assert [
+            key for key in json.loads((tmp_path / f"{task_id}.try1.json").read_text()) if not is_try_summary(key)
+        ] == []
         folder = f"airflow/durable/{task_instance_folder('durable_s3_cache_path', run_id, task_id, -1)}"
         # The try summary try 1 left beside the journal (for the journal page) is not a step.
         found = json.loads((tmp_path / f"{task_id}.try2.json").read_text())
