@@ -103,12 +103,13 @@ class Deployment:
         import boto3
 
         s3 = boto3.client("s3", endpoint_url=self.s3_endpoint)
-        listed = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
-        return {
-            item["Key"]: s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read().decode()
-            for item in listed
-            if f"dag_id={dag_id}/" in item["Key"]
-        }
+        stored = {}
+        for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+            if f"dag_id={dag_id}/" in item["Key"]:
+                # A worker may delete an object between the listing and the read: it is gone.
+                with contextlib.suppress(s3.exceptions.NoSuchKey):
+                    stored[item["Key"]] = s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read().decode()
+        return stored
 
     def tries(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[dict[str, Any]]:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
