@@ -804,9 +804,8 @@ def run_durably_streamed(
             _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input, kwargs["run_config"]))
         result = Runner.run_streamed(agent, input, **kwargs)
     except BaseException:
-        if not run.__exit__(*sys.exc_info()):
-            raise
-        raise  # pragma: no cover - _journaled never swallows an error
+        run.__exit__(*sys.exc_info())  # _journaled records what the error means; it never swallows it
+        raise
     provider = getattr(kwargs.get("run_config"), "model_provider", None)
     if isinstance(provider, _DurableModelProvider) and provider.owned:
         # The SDK would have created this provider, and closed it when the stream's run ends.
