@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 from datetime import timedelta
 
@@ -82,8 +84,10 @@ def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_o
         with step.running(mark_in_flight=True):
             pass
         step.record("done")
-    # 1.1 start mark (holds the run's number) and result, 1.2 in-flight mark and result
-    assert accessor.calls.count("set") == 4
+    # 1.1 start mark (holds the run's number) and result, 1.2 in-flight mark and result; a write
+    # still queued when a newer one of its key comes is replaced by it, so at most that many
+    assert 2 <= accessor.calls.count("set") <= 4
+    assert [json.loads(json.loads(accessor.rows[f"{KEY_PREFIX}1.{n}"]))["state"] for n in (1, 2)] == ["done"] * 2
 
 
 def test_the_cache_path_writes_one_object_per_step_and_never_rewrites_earlier_ones(tmp_path):
@@ -178,5 +182,8 @@ def test_clean_up_after_a_try_deletes_each_entry_once_and_reads_only_where_an_ol
 
     journal.finish(succeeded=True)
     assert accessor.rows == {}
-    # ten deletes; a read of the index, one past the run's last step and one past the last run
-    assert sorted(accessor.calls) == ["delete"] * 10 + ["get"] * 3
+    # ten deletes, a read of the index and one past the run's last step, unless the replay read
+    # it ahead already; not one past the last run: the replay read until the first that was not
+    assert accessor.calls.count("delete") == 10
+    assert 1 <= accessor.calls.count("get") <= 2
+    assert len(accessor.calls) <= 12

@@ -115,6 +115,7 @@ class EncryptedStorage(JournalStorage):
         self._fernet = fernet()
         self.storage = storage
         self.identity = storage.identity
+        self.calls_in_background = storage.calls_in_background
 
     def read(self, key: str) -> str | None:
         stored = self.storage.read(key)

@@ -25,6 +25,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import count
@@ -33,6 +34,7 @@ from urllib.parse import unquote, unquote_plus
 
 from airflow.providers.common.ai.durable.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.fingerprint import recorded_form
+from airflow.providers.common.ai.durable.journal_io import JournalIO
 from airflow.providers.common.ai.durable.storage import JournalStorage
 from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage
 
@@ -62,6 +64,8 @@ _WHY_LIVE: dict[object, str] = {
 }
 #: The entry naming every step that runs were started under, for clean-up (no run is numbered 0).
 _INDEX_KEY = "0"
+#: How many recorded entries a replaying run reads ahead of its claims, where reads are round trips.
+_READ_AHEAD = 8
 
 _scoped_journal: ContextVar[DurableJournal | None] = ContextVar("durable_scoped_journal", default=None)
 _running_step: ContextVar[JournalStep | None] = ContextVar("durable_running_step", default=None)
@@ -215,6 +219,7 @@ class JournalStep:
         parts: dict[str, Any] | None = None,
     ) -> None:
         self.run = run
+        self.position = position
         self.key = f"{run.path}.{position}"
         self.kind = kind
         self.name = name
@@ -302,7 +307,8 @@ class JournalStep:
         A result that is not JSON, or a write the store refuses, is logged and named in the
         summary: the step runs again on the next try and nothing recorded before is touched. A
         result that held a secret is stored masked and runs live again: a replay must never hand
-        on ``***`` in place of the secret.
+        on ``***`` in place of the secret. The write may still be on its way to the store (see
+        :meth:`DurableJournal.settle`); a store that refuses it then is reported as above.
         """
         if self._incomplete is not None:
             self.fail(self._incomplete)
@@ -418,6 +424,11 @@ class DurableRun:
         self._positions = count(1)
         #: The steps claimed in this try, in position order.
         self.steps: list[JournalStep] = []
+        #: Whether the run took a number no recorded run had: the store holds only this try's entries under it.
+        self.numbered_new = False
+        # Reads of recorded entries queued before their claims, by position (see _recorded_entry).
+        self._ahead: dict[int, Future[str | None]] = {}
+        self._reads_ahead = journal._io.in_background
 
     def claim(
         self,
@@ -442,7 +453,7 @@ class DurableRun:
         found: _Lookup | None = None
         if not self.path:
             found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
-            new_run = found is None
+            new_run = self.numbered_new = found is None
         step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
         step._counted_when_handed_out = counted_when_handed_out
         self.follows = step.digest
@@ -463,8 +474,7 @@ class DurableRun:
         return step
 
     def _look_up(self, step: JournalStep, found: _Lookup | None) -> None:
-        journal = self.journal
-        entry, problem = found if found is not None else journal._read_entry(step.key)
+        entry, problem = found if found is not None else self._recorded_entry(step.position)
         if problem:
             self._diverge(step, problem)
             return
@@ -496,7 +506,29 @@ class DurableRun:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
 
+    def _recorded_entry(self, position: int) -> _Lookup:
+        """
+        The entry recorded at ``position``. Where each read is a round trip, the entries after it
+        are read ahead, in the background: a replay claims them next.
+        """
+        read = self._ahead.pop(position, None) or self.journal._io.read_later(f"{self.path}.{position}")
+        if self._reads_ahead:
+            for ahead in range(position + 1, position + 1 + _READ_AHEAD):
+                if ahead not in self._ahead:
+                    self._ahead[ahead] = self.journal._io.read_later(f"{self.path}.{ahead}")
+        found = _looked_up(read)
+        if found == (None, None):
+            # The recorded run ends here (but for a step that could not be recorded): read on demand.
+            self.stop_reading_ahead()
+        return found
+
+    def stop_reading_ahead(self) -> None:
+        """Drop the reads ahead not made yet; those made are kept for clean-up."""
+        self._reads_ahead = False
+        self._ahead = {position: read for position, read in self._ahead.items() if not read.cancel()}
+
     def _diverge(self, step: JournalStep, reason: str) -> None:
+        self.stop_reading_ahead()
         self.reads = False
         step.reads_nested_runs = False
         self.journal.stats.divergences.append((step.key, step.describe(), reason))
@@ -534,6 +566,7 @@ class DurableJournal:
 
     def __init__(self, storage: JournalStorage, *, clean_up_after_run: bool = False) -> None:
         self.storage = storage
+        self._io = JournalIO(storage)
         self.clean_up_after_run = clean_up_after_run
         self.stats = JournalStats()
         # Numbering and the index are shared by runs that run in threads of one task.
@@ -561,10 +594,14 @@ class DurableJournal:
         try:
             yield run
         finally:
+            run.stop_reading_ahead()
             with self._lock:
                 self._runs_under.get(parent.key if parent else "", _Runs([])).active.pop(run, None)
-            if parent is None and self.after_each_run is not None:
-                self.after_each_run()
+            if parent is None:
+                # However the run ended, its entries are in the store when it returns.
+                self.settle()
+                if self.after_each_run is not None:
+                    self.after_each_run()
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
@@ -574,15 +611,30 @@ class DurableJournal:
         with self._lock:
             return [step for run in self._runs.values() for step in run.steps]
 
+    def settle(self) -> None:
+        """
+        Wait until every entry written so far is in the store (or its write was refused and reported).
+
+        Writes go to the store behind the agent; a call that must not start before they are
+        durable (a model request that carries a tool's result) settles the journal first.
+        """
+        self._io.settle()
+
+    def has_pending_writes(self) -> bool:
+        """Whether :meth:`settle` would wait."""
+        return self._io.has_pending_calls()
+
     def finish(self, *, succeeded: bool) -> None:
         """Log this try's summary; once the task instance succeeded, delete the journal."""
+        self.settle()
         log.info(self.stats.summary())
         if succeeded:
             self.delete()
 
     def delete(self) -> None:
         """Delete every entry any try recorded."""
-        self.storage.delete_all(self._stored_keys())
+        keys = list(self._stored_keys())
+        self._io.call(lambda: self.storage.delete_all(keys))
         self._runs.clear()
         self._runs_under.clear()
         self._parents = None
@@ -665,13 +717,8 @@ class DurableJournal:
             return
         parents.add(parent)
         entry = {"format": FORMAT_VERSION, "kind": "index", "parents": sorted(parents)}
-        try:
-            self.storage.write(_INDEX_KEY, json.dumps(entry, separators=(",", ":")))
-            self._index_stored = True
-        except Exception as error:
-            log.warning(
-                "Durable: could not write the journal's index; clean-up may leave entries reason=%r", str(error)
-            )
+        self._index_stored = True
+        self._io.write(_INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
 
     def _stored_parents(self) -> set[str]:
         if self._parents is None:
@@ -685,26 +732,13 @@ class DurableJournal:
 
     def _read_entry(self, key: str) -> _Lookup:
         """The entry under ``key`` (``None`` if there is none), or why it cannot be read."""
-        try:
-            text = self.storage.read(key)
-        except Exception as error:
-            return None, f"the store could not read it: {error}"
-        if text is None:
-            return None, None
-        try:
-            entry = json.loads(text)
-        except (ValueError, RecursionError) as error:
-            return None, f"the recorded entry is not JSON: {type(error).__name__}: {str(error)[:200]}"
-        if not isinstance(entry, dict):
-            return None, "the recorded entry is not a JSON object"
-        if entry.get("format") not in _READABLE_FORMATS:
-            return None, (
-                f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
-                f"this release reads formats {' and '.join(map(str, sorted(_READABLE_FORMATS)))}"
-            )
-        return entry, None
+        return _looked_up(self._io.read_later(key))
 
     def _write(self, step: JournalStep, entry: dict[str, Any], *, what: str) -> bool:
+        """
+        Queue ``entry`` as ``step``'s entry; return whether it could be (it is JSON). A write the
+        store refuses is reported when the store answers.
+        """
         try:
             text = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             try:
@@ -714,12 +748,18 @@ class DurableJournal:
                 text = json.dumps(entry, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError, RecursionError) as error:
             return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
-        try:
-            self.storage.write(step.key, text)
-        except Exception as error:
-            return self._not_recorded(step, what, f"the store refused it: {error}")
-        if entry["state"] == _DONE:
-            self.stats.recorded[step.kind] += 1
+        done = entry["state"] == _DONE
+
+        def stored(error: Exception | None) -> None:
+            if error is not None:
+                if what == "result":
+                    step.recorded = None
+                self._not_recorded(step, what, f"the store refused it: {error}")
+            elif done:
+                with self._lock:
+                    self.stats.recorded[step.kind] += 1
+
+        self._io.write(step.key, text, stored)
         return True
 
     def _not_recorded(self, step: JournalStep, what: str, reason: str) -> bool:
@@ -730,25 +770,34 @@ class DurableJournal:
             reason,
         )
         if what == "result":
-            self.stats.not_recorded.append(f"{step.describe()}: {reason}")
-            self.stats.not_recorded_kinds[step.kind] += 1
+            with self._lock:
+                self.stats.not_recorded.append(f"{step.describe()}: {reason}")
+                self.stats.not_recorded_kinds[step.kind] += 1
         return False
 
     def _stored_keys(self) -> Iterator[str]:
         """
         Every key stored: the runs under the journal and under each step the index names, each
-        numbered without gaps, each run's positions without gaps. What this try claimed itself is
-        not read again.
+        numbered without gaps, each run's positions without gaps. Nothing this try knows is read
+        again: not what it claimed, not what it read ahead, not past a run it numbered itself or
+        the last run under a step it started runs under.
         """
         for parent in ["", *sorted(self._stored_parents())]:
+            runs = self._runs_under.get(parent)
+            last = max([len(runs.recorded), *runs.taken]) if runs is not None else None
             for number in count(1):
+                if last is not None and number > last:
+                    break
                 path = f"{parent}.{number}" if parent else str(number)
                 run = self._runs.get(path)
                 known = len(run.steps) if run is not None else 0
                 yield from (f"{path}.{position}" for position in range(1, known + 1))
+                if run is not None and run.numbered_new:
+                    continue
                 stored = False
                 for position in count(known + 1):
-                    if self._read_entry(f"{path}.{position}") == (None, None):
+                    read = run._ahead.pop(position, None) if run is not None else None
+                    if _looked_up(read or self._io.read_later(f"{path}.{position}")) == (None, None):
                         break
                     stored = True
                     yield f"{path}.{position}"
@@ -756,6 +805,33 @@ class DurableJournal:
                     break
         if self._index_stored:
             yield _INDEX_KEY
+
+
+def _index_written(error: Exception | None) -> None:
+    if error is not None:
+        log.warning("Durable: could not write the journal's index; clean-up may leave entries reason=%r", str(error))
+
+
+def _looked_up(read: Future[str | None]) -> _Lookup:
+    """The entry a read found (``None`` if there is none), or why it cannot be read."""
+    try:
+        text = read.result()
+    except Exception as error:
+        return None, f"the store could not read it: {error}"
+    if text is None:
+        return None, None
+    try:
+        entry = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        return None, f"the recorded entry is not JSON: {type(error).__name__}: {str(error)[:200]}"
+    if not isinstance(entry, dict):
+        return None, "the recorded entry is not a JSON object"
+    if entry.get("format") not in _READABLE_FORMATS:
+        return None, (
+            f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
+            f"this release reads formats {' and '.join(map(str, sorted(_READABLE_FORMATS)))}"
+        )
+    return entry, None
 
 
 def _another_call(entry: dict[str, Any], kind: str) -> str:

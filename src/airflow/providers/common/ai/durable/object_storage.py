@@ -54,6 +54,9 @@ class ObjectStorageStorage(JournalStorage):
     ``base`` is an ``ObjectStoragePath`` (or any universal-pathlib path).
     """
 
+    # fsspec filesystems take calls from any thread (an async one runs them on its own loop).
+    calls_in_background = True
+
     def __init__(self, base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
         self._fs = base.fs
         self._folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"

@@ -333,6 +333,16 @@ class _DurableModelProvider(ModelProvider):
         return self.wrapped.get_model(model_name)
 
 
+async def _after_earlier_writes(step: JournalStep) -> None:
+    """
+    Wait, off the event loop, until every entry written so far is in the store: the request about
+    to be sent may carry a tool's result, and a try killed once it is sent must not run that tool again.
+    """
+    journal = step.run.journal
+    if journal.has_pending_writes():
+        await asyncio.to_thread(journal.settle)
+
+
 def _progress(step: JournalStep) -> None:
     # Each step as it completes, so that a long agent's task log shows how far it got (R-38).
     log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
@@ -408,6 +418,7 @@ class _DurableAgentRun:
         step = self._model_step(name, call)
         response = self._replayed_response(step) if step.replayed else None
         if response is None:
+            await _after_earlier_writes(step)
             try:
                 response = await model.get_response(**call)
             except BaseException:
@@ -434,6 +445,7 @@ class _DurableAgentRun:
             yield _completed_event(response, name)
             return
         done_items: list[Any] = []
+        await _after_earlier_writes(step)
         try:
             async for event in model.stream_response(**call):
                 if isinstance(event, ResponseOutputItemDoneEvent):

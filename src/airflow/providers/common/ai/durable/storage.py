@@ -17,6 +17,10 @@ class JournalStorage(ABC):
     #: Names the task instance in idempotency keys; the same on every try of that task instance.
     identity: str
 
+    #: Whether the journal may make this storage's calls from a thread of its own, one call at a
+    #: time, so that the agent does not wait on each round trip (see ``journal_io.py``).
+    calls_in_background: bool = False
+
     @abstractmethod
     def read(self, key: str) -> str | None:
         """Return the entry stored under ``key``, or ``None`` if there is none."""

@@ -12,6 +12,19 @@ from airflow.providers.common.ai.version_compat import NEVER_EXPIRE
 KEY_PREFIX = "airflow.providers.common.ai.durable/"
 
 
+def _answers_in_process() -> bool:
+    """
+    Whether the store is answered in this process, as under ``dag.test()``: its comms hand answers
+    back through one shared queue, so a call from another thread could take this thread's answer.
+    A worker's comms to its supervisor lock each call, and each call is a round trip.
+    """
+    from airflow.sdk.execution_time import task_runner
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    # A private class of the Task SDK, named, not imported: only dag.test() loads it.
+    return type(comms).__name__ == "InProcessSupervisorComms"
+
+
 class TaskStateStoreStorage(JournalStorage):
     """
     Journal entries as keys of ``context["task_state_store"]``, one key per step.
@@ -24,6 +37,7 @@ class TaskStateStoreStorage(JournalStorage):
     def __init__(self, accessor: Any, identity: str) -> None:
         self._accessor = accessor
         self.identity = identity
+        self.calls_in_background = not _answers_in_process()
 
     def read(self, key: str) -> str | None:
         text = self._accessor.get(KEY_PREFIX + key)

@@ -1,0 +1,145 @@
+"""
+The store calls of one journal, made off the agent's critical path where the storage allows it.
+
+Every call goes into one queue that one thread works through in order, so a call never overtakes
+one asked for before it: a read sees every write queued before it, a key's writes land in the
+order they were made, and the storage is never called from two threads at once. A write does not
+wait for the store: the agent goes on, and :meth:`JournalIO.settle` waits when it must (before a
+model request that carries a tool's result, at the end of a run). A write queued while an earlier
+write of the same key still waits replaces it: the store then sees one write, never an older entry
+after a newer one. Reads read ahead: :meth:`JournalIO.read_later` queues a read and returns at once.
+
+A storage that must be called from the agent's own thread (``calls_in_background`` false: memory,
+``dag.test()``'s in-process task state store) gets every call made at once, in that thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from airflow.providers.common.ai.durable.storage import JournalStorage
+
+log = logging.getLogger(__name__)
+
+#: How long the thread waits for more calls before it ends (a later call starts a new one).
+_IDLE_SECONDS = 2.0
+
+
+class _Write:
+    def __init__(self, key: str, text: str, done: Callable[[Exception | None], None]) -> None:
+        self.key, self.text, self.done = key, text, done
+
+
+class JournalIO:
+    """The calls of one journal to its storage: writes behind the agent, reads ahead of it."""
+
+    def __init__(self, storage: JournalStorage) -> None:
+        self.storage = storage
+        self._in_background = storage.calls_in_background
+        self._condition = threading.Condition()
+        self._queue: deque[_Write | tuple[Future[Any], Callable[[], Any]]] = deque()
+        # The writes still queued, by key, so that a newer write of a key replaces the queued one.
+        self._queued_writes: dict[str, _Write] = {}
+        self._working = False
+        self._thread: threading.Thread | None = None
+
+    def write(self, key: str, text: str, done: Callable[[Exception | None], None]) -> None:
+        """
+        Store ``text`` under ``key``; ``done`` is called once with the store's error (``None``
+        once stored), in the thread that made the call. A write replaced by a newer one of the
+        same key before it was made is never called back.
+        """
+        if not self._in_background:
+            done(_error_of(self.storage.write, key, text))
+            return
+        with self._condition:
+            queued = self._queued_writes.get(key)
+            if queued is not None:
+                queued.text, queued.done = text, done
+                return
+            self._queued_writes[key] = write = _Write(key, text, done)
+            self._enqueue(write)
+
+    def call(self, function: Callable[[], Any]) -> Any:
+        """``function()``, called after every call queued before it; raises what it raises."""
+        return self.later(function).result()
+
+    def later(self, function: Callable[[], Any]) -> Future[Any]:
+        """``function()``, queued behind every call before it: its future."""
+        future: Future[Any] = Future()
+        if not self._in_background:
+            _run_into(future, function)
+            return future
+        with self._condition:
+            self._enqueue((future, function))
+        return future
+
+    def read_later(self, key: str) -> Future[str | None]:
+        """A read of ``key`` queued now, to be waited for when its entry is needed."""
+        return self.later(lambda: self.storage.read(key))
+
+    @property
+    def in_background(self) -> bool:
+        """Whether calls are made by a thread of their own (so reading ahead costs the agent nothing)."""
+        return self._in_background
+
+    def has_pending_calls(self) -> bool:
+        with self._condition:
+            return bool(self._queue) or self._working
+
+    def settle(self) -> None:
+        """Wait until every call queued so far has been made (and each write's ``done`` called)."""
+        if not self._in_background:
+            return
+        with self._condition:
+            self._condition.wait_for(lambda: not self._queue and not self._working)
+
+    def _enqueue(self, item: _Write | tuple[Future[Any], Callable[[], Any]]) -> None:
+        self._queue.append(item)
+        self._condition.notify_all()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="durable-journal-io", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                self._working = False
+                self._condition.notify_all()
+                if not self._condition.wait_for(lambda: self._queue, timeout=_IDLE_SECONDS):
+                    self._thread = None
+                    return
+                item = self._queue.popleft()
+                if isinstance(item, _Write):
+                    del self._queued_writes[item.key]
+                self._working = True
+            if isinstance(item, _Write):
+                error = _error_of(self.storage.write, item.key, item.text)
+                try:
+                    item.done(error)
+                except Exception:  # a bug in reporting one write must not stop the writes after it
+                    log.exception("Durable: reporting a journal write failed key=%s", item.key)
+            else:
+                _run_into(*item)
+
+
+def _error_of(write: Callable[[str, str], None], key: str, text: str) -> Exception | None:
+    try:
+        write(key, text)
+    except Exception as error:
+        return error
+    return None
+
+
+def _run_into(future: Future[Any], function: Callable[[], Any]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(function())
+    except BaseException as error:
+        future.set_exception(error)
