@@ -1,0 +1,204 @@
+"""
+Journal writes behind the agent and reads ahead of it (R-48), on a store a round trip away: what
+a try killed at any moment leaves, what a refused write becomes, and what a normal end flushes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+from tries import Task
+
+from airflow.providers.common.ai.durable import task_state_store
+from airflow.providers.common.ai.durable.journal import DurableJournal
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+
+IO_THREAD = "durable-journal-io"
+
+
+class RemoteStorage(InMemoryStorage):
+    """A store a round trip away: each call takes ``delay`` seconds; ``refuses`` picks the writes it fails."""
+
+    calls_in_background = True
+
+    def __init__(self, delay: float = 0.03, refuses: Any = lambda key, text: False) -> None:
+        super().__init__()
+        self.delay, self.refuses = delay, refuses
+        self.callers: Counter[str] = Counter()
+        self.reads: list[str] = []
+
+    def read(self, key: str) -> str | None:
+        self.callers[threading.current_thread().name] += 1
+        self.reads.append(key)
+        time.sleep(self.delay)
+        return super().read(key)
+
+    def write(self, key: str, text: str) -> None:
+        self.callers[threading.current_thread().name] += 1
+        time.sleep(self.delay)
+        if self.refuses(key, text):
+            raise OSError("the store is unavailable")
+        super().write(key, text)
+
+
+class StoreWatchingModel(ScriptedModel):
+    """A scripted model that keeps what the store held when each request reached it: what a try killed then leaves."""
+
+    def __init__(self, steps: list[Any], storage: InMemoryStorage) -> None:
+        super().__init__(steps)
+        self.storage = storage
+        self.store_at_request: list[dict[str, str]] = []
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        self.store_at_request.append(dict(self.storage.entries))
+        return await super().get_response(*args, **kwargs)
+
+
+def payments_agent(model: ScriptedModel, charged: list[int]) -> Agent:
+    @function_tool
+    def charge(invoice: int) -> str:
+        """Charge an invoice."""
+        charged.append(invoice)
+        return f"charged invoice {invoice}"
+
+    return Agent(name="payments", instructions="Charge the invoices.", model=model, tools=[charge])
+
+
+def script() -> list[Any]:
+    return [
+        [function_call("charge", {"invoice": 1}, call_id="c1"), function_call("charge", {"invoice": 2}, call_id="c2")],
+        [function_call("charge", {"invoice": 3}, call_id="c3")],
+        [assistant_message("all charged")],
+    ]
+
+
+@pytest.mark.parametrize("killed_at_request", [2, 3])
+def test_a_try_killed_once_a_model_request_was_sent_never_runs_again_the_tools_whose_results_it_carried(
+    killed_at_request,
+):
+    storage = RemoteStorage()
+    charged: list[int] = []
+    model = StoreWatchingModel(script(), storage)
+    assert Task(storage).attempt(payments_agent(model, charged)).final_output == "all charged"
+    assert charged == [1, 2, 3]
+    assert set(storage.callers) == {IO_THREAD}  # the writes were behind the agent
+
+    # The retry of a try killed right after request N was sent finds what the store held then.
+    left = InMemoryStorage()
+    left.entries = model.store_at_request[killed_at_request - 1]
+    retry_charged: list[int] = []
+    retry_model = StoreWatchingModel(script()[killed_at_request - 1 :], InMemoryStorage())
+    task = Task(left)
+    assert task.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
+
+    # Request N carried the results of every charge before it: none runs again, and every answer
+    # before request N replays: the retry's first request is request N itself.
+    carried = {2: [1, 2], 3: [1, 2, 3]}[killed_at_request]
+    assert retry_charged == [invoice for invoice in (1, 2, 3) if invoice not in carried]
+    assert len(retry_model.calls) == 3 - killed_at_request + 1
+    assert task.replayed == Counter(model=killed_at_request - 1, tool=len(carried))
+
+
+def test_a_write_the_store_refuses_in_the_background_is_named_in_the_summary_and_runs_again():
+    # The store refuses the result of the charge of invoice 3 (at 1.5), not its in-flight mark.
+    storage = RemoteStorage(refuses=lambda key, text: key == "1.5" and '"state":"done"' in text)
+    charged: list[int] = []
+    task = Task(storage)
+    task.attempt(payments_agent(ScriptedModel(script()), charged))
+    assert storage.callers[IO_THREAD] > 0
+
+    stats = task.journal.stats
+    assert stats.not_recorded == ["tool 'charge' at 1.5: the store refused it: the store is unavailable"]
+    assert "could not record 1 (tool 'charge' at 1.5: the store refused it" in stats.summary()
+    assert stats.recorded == Counter(model=3, tool=2)
+
+    retry_charged: list[int] = []
+    retry = Task(storage)
+    retry_model = ScriptedModel([])
+    retry.attempt(payments_agent(retry_model, retry_charged))
+    assert (retry_charged, retry_model.calls) == ([3], ())
+    # The answer that asked for it replays, and so does the next: the charge returned the same.
+    assert retry.replayed == Counter(model=3, tool=2)
+
+
+def test_every_write_is_in_the_store_when_a_run_returns_and_when_it_fails():
+    storage = RemoteStorage(delay=0.05)
+    charged: list[int] = []
+    Task(storage).attempt(payments_agent(ScriptedModel(script()), charged))
+    # Nothing waited for the last answer's record before the run returned: it is there all the same.
+    assert sorted(storage.entries) == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    assert all('"state":"done"' in text for text in storage.entries.values())
+
+    failing = RemoteStorage(delay=0.05)
+    steps = [*script()[:2], RuntimeError("the model provider is down")]
+    Task(failing).failing_attempt(payments_agent(ScriptedModel(steps), []), RuntimeError)
+    assert sorted(failing.entries) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
+    assert all('"state":"done"' in text for text in failing.entries.values())
+
+
+def test_a_replay_reads_its_entries_ahead_in_the_background_and_clean_up_reads_nothing_it_read():
+    storage = RemoteStorage(delay=0.01)
+    Task(storage).attempt(payments_agent(ScriptedModel(script()), []))
+    storage.reads.clear()
+    storage.callers.clear()
+
+    retry = Task(storage)
+    retry_model = ScriptedModel([])
+    retry_charged: list[int] = []
+    assert retry.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
+    assert (retry_model.calls, retry_charged) == ((), [])
+    assert set(storage.callers) == {IO_THREAD}
+    # The first entry of each recorded run (to number the run), then the run's entries in order,
+    # read ahead of the claims; 1.1 is not read again.
+    assert storage.reads[:7] == ["1.1", "2.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    reads_before_clean_up = len(storage.reads)
+
+    retry.journal.finish(succeeded=True)
+    assert storage.entries == {}
+    # Clean-up reads the index and, unless the replay read it ahead, the position past the last
+    # step; no key is read twice over the whole try.
+    assert set(storage.reads[reads_before_clean_up:]) <= {"0", "1.7"}
+    assert "0" in storage.reads[reads_before_clean_up:]
+    assert len(storage.reads) == len(set(storage.reads))
+
+
+def test_concurrent_runs_of_one_journal_share_its_io_thread_and_keep_their_entries_apart():
+    storage = RemoteStorage(delay=0.005)
+    journal = DurableJournal(storage)
+    errors: list[BaseException] = []
+
+    def run(name: str) -> None:
+        try:
+            with journal.run(key=name) as run:
+                for position in range(1, 6):
+                    run.claim("tool", name, f"{name}-{position}").record(f"{name} {position}")
+        except BaseException as error:  # pragma: no cover - shown by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(f"r{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(storage.entries) == 20
+    assert journal.stats.recorded == Counter(tool=20)
+
+
+def test_the_task_state_store_of_dag_test_is_called_from_the_task_s_own_thread(monkeypatch):
+    # dag.test() answers the store in this process, through one queue that is not safe across threads.
+    from airflow.sdk.execution_time import task_runner
+
+    in_process = type("InProcessSupervisorComms", (), {})()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", in_process, raising=False)
+    assert TaskStateStoreStorage(object(), "t").calls_in_background is False
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", object(), raising=False)
+    assert TaskStateStoreStorage(object(), "t").calls_in_background is True
+    assert task_state_store._answers_in_process() is False
