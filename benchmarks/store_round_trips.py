@@ -71,9 +71,9 @@ def tables(results: dict) -> str:
         f"openai-agents {results['openai_agents']}, Python {results['python']}, {results['cpus']} CPUs; "
         f"{results['date']}; the whole run took {results['total_s']:.0f} s.",
         "",
-        "Store calls through the comms and the api-server, 1 KB values (one call: median of 50): "
-        + ", ".join(f"{name} {ms:.1f} ms" for name, ms in results["round_trip_ms"].items())
-        + ".",
+        "Store calls through the comms and the api-server, 1 KB values (one call: median of 50):",
+        "",
+        *(f"- {name}: {ms:.1f} ms" for name, ms in results["round_trip_ms"].items()),
         "",
         "| storage | N | plain s | record s | replay s | clean-up s | record ms/turn over plain "
         "| replay ms/turn over plain | record / plain | replay / plain |",
