@@ -187,3 +187,31 @@ def test_clean_up_after_a_try_deletes_each_entry_once_and_reads_only_where_an_ol
     assert accessor.calls.count("delete") == 10
     assert 1 <= accessor.calls.count("get") <= 2
     assert len(accessor.calls) <= 12
+
+
+def test_clean_up_after_airflow_cleared_the_task_state_on_success_is_one_read(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS", "True")
+    accessor = FakeTaskStateStore()
+    storage = make_storage("task-state-store", None, accessor)
+    journal = DurableJournal(storage)
+    record_steps(journal, 10, live=[])
+    journal.settle()
+    accessor.rows.clear()  # what the api-server does as the task instance succeeds
+    accessor.calls.clear()
+
+    journal.finish(succeeded=True)
+    assert accessor.calls == ["get", "get"]  # the index, then the first entry: gone, so all are
+
+
+def test_clean_up_with_clear_on_success_still_deletes_a_journal_airflow_did_not_clear(monkeypatch):
+    # A task that skipped itself is done, but Airflow clears the keys only of one that succeeded.
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS", "True")
+    accessor = FakeTaskStateStore()
+    accessor.set("job_id", "users-own-key")
+    journal = DurableJournal(make_storage("task-state-store", None, accessor))
+    record_steps(journal, 10, live=[])
+    accessor.calls.clear()
+
+    journal.finish(succeeded=True)
+    assert list(accessor.rows) == ["job_id"]
+    assert accessor.calls.count("delete") == 10

@@ -12,6 +12,12 @@ from airflow.providers.common.ai.version_compat import NEVER_EXPIRE
 KEY_PREFIX = "airflow.providers.common.ai.durable/"
 
 
+def _cleared_on_success() -> bool:
+    from airflow.configuration import conf
+
+    return conf.getboolean("state_store", "clear_on_success", fallback=False)
+
+
 def _answers_in_process() -> bool:
     """
     Whether the store is answered in this process, as under ``dag.test()``: its comms hand answers
@@ -48,6 +54,12 @@ class TaskStateStoreStorage(JournalStorage):
 
     def delete_all(self, keys: Iterable[str]) -> None:
         # The store's clear() would also drop the task's own keys; it has no listing, so the journal
-        # names its entries and each one is one delete.
+        # names its entries and each one is one delete: one round trip each, one after the other,
+        # as the Task SDK makes a worker's calls to its supervisor one at a time.
+        keys = list(keys)
+        if keys and _cleared_on_success() and self._accessor.get(KEY_PREFIX + keys[0]) is None:
+            # Airflow cleared every key of the task instance as it succeeded (the first key is
+            # this try's or was read by it); a skipped task's keys are still there.
+            return
         for key in keys:
             self._accessor.delete(KEY_PREFIX + key)
