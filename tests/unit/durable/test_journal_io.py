@@ -202,3 +202,25 @@ def test_the_task_state_store_of_dag_test_is_called_from_the_task_s_own_thread(m
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", object(), raising=False)
     assert TaskStateStoreStorage(object(), "t").calls_in_background is True
     assert task_state_store._answers_in_process() is False
+
+
+def test_a_nested_run_started_while_writes_are_on_their_way_does_not_wait_on_itself():
+    # Numbering a nested run holds the journal's lock while it reads the store, behind writes
+    # whose reports must not need that lock.
+    storage = RemoteStorage(delay=0.05)
+    journal = DurableJournal(storage)
+    finished = threading.Event()
+
+    def agent() -> None:
+        with journal.run() as run:
+            run.claim("model", "m", "f1").record("answer")
+            tool = run.claim("tool", "t", "f2")
+            with tool.running(), journal.run() as nested:
+                nested.claim("model", "m", "f3").record("inner answer")
+            tool.record("outer result")
+        finished.set()
+
+    threading.Thread(target=agent, daemon=True).start()
+    assert finished.wait(timeout=60), "the journal waited on itself"
+    assert journal.stats.recorded == Counter(model=2, tool=1)
+    assert sorted(storage.entries) == ["0", "1.1", "1.2", "1.2.1.1"]

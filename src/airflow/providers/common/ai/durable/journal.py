@@ -571,6 +571,8 @@ class DurableJournal:
         self.stats = JournalStats()
         # Numbering and the index are shared by runs that run in threads of one task.
         self._lock = threading.RLock()
+        # The counts the I/O thread updates as the store answers; never held while waiting on the store.
+        self._stats_lock = threading.Lock()
         self._runs: dict[str, DurableRun] = {}
         self._runs_under: dict[str, _Runs] = {}
         # The steps any try started runs under (read from the index entry once), None until needed.
@@ -756,7 +758,7 @@ class DurableJournal:
                     step.recorded = None
                 self._not_recorded(step, what, f"the store refused it: {error}")
             elif done:
-                with self._lock:
+                with self._stats_lock:
                     self.stats.recorded[step.kind] += 1
 
         self._io.write(step.key, text, stored)
@@ -770,7 +772,7 @@ class DurableJournal:
             reason,
         )
         if what == "result":
-            with self._lock:
+            with self._stats_lock:
                 self.stats.not_recorded.append(f"{step.describe()}: {reason}")
                 self.stats.not_recorded_kinds[step.kind] += 1
         return False
