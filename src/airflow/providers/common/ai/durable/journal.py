@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -140,10 +141,16 @@ def _masked(value: Any) -> tuple[Any, bool]:
 
 
 def _redact(text: str) -> str:
+    # A str comes back a str.
+    return _redactor()(text)
+
+
+@functools.cache
+def _redactor() -> Callable[[Any], Any]:
+    # Looked up once: the compat module resolves each attribute access anew.
     from airflow.providers.common.compat.sdk import redact
 
-    # A str comes back a str; redact() is typed for every value it takes, with no overload for str.
-    return redact(text)  # type: ignore[return-value]
+    return redact
 
 
 @dataclass
@@ -238,6 +245,8 @@ class JournalStep:
         self.recorded: Any = None
         #: An earlier try started this very call and never finished it.
         self.interrupted = False
+        #: The journal was read at this step's position and held nothing there.
+        self.nothing_recorded = False
         # Whether runs started inside this step may replay their own entries: not once the run
         # has diverged, since what was recorded under a different call is stale.
         self.reads_nested_runs = run.reads
@@ -479,6 +488,7 @@ class DurableRun:
             self._diverge(step, problem)
             return
         if entry is None:
+            step.nothing_recorded = True
             return
         state = entry.get("state")
         if (entry.get("kind"), entry.get("name")) == (step.kind, step.name):
@@ -658,7 +668,10 @@ class DurableJournal:
                 self._note_parent(parent)
             runs = self._runs_under.get(parent)
             if runs is None:
-                runs = self._runs_under[parent] = _Runs(list(self._recorded_runs(parent)))
+                # Under a step no try recorded anything for (not even its in-flight mark, written
+                # before any run it started), no run was recorded: nothing to read.
+                recorded = [] if run.parent is not None and run.parent.nothing_recorded else self._recorded_runs(parent)
+                runs = self._runs_under[parent] = _Runs(list(recorded))
             if run.key is None and fingerprint is not None and identity in runs.active.values():
                 self._warn_of_identical_runs(name)
             runs.active[run] = identity

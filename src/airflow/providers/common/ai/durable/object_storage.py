@@ -54,13 +54,13 @@ class ObjectStorageStorage(JournalStorage):
     ``base`` is an ``ObjectStoragePath`` (or any universal-pathlib path).
     """
 
-    # fsspec filesystems take calls from any thread (an async one runs them on its own loop).
-    calls_in_background = True
-
     def __init__(self, base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
         self._fs = base.fs
         self._folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
         self._is_local = isinstance(self._fs, LocalFileSystem)
+        # A remote filesystem's call is a round trip, worth making behind the agent (fsspec takes
+        # calls from any thread); a local one costs less than handing it to another thread.
+        self.calls_in_background = not self._is_local
         self._folder_exists = False
         self.identity = f"{dag_id}/{run_id}/{task_id}/{map_index}"
 
