@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+from airflow.sdk.exceptions import AirflowTaskTerminated
 from tries import Task
 
 from airflow.providers.common.ai.durable import task_state_store
@@ -58,6 +59,19 @@ class StoreWatchingModel(ScriptedModel):
 
     async def get_response(self, *args: Any, **kwargs: Any) -> Any:
         self.store_at_request.append(dict(self.storage.entries))
+        return await super().get_response(*args, **kwargs)
+
+
+class StoppedModel(ScriptedModel):
+    """A scripted model that raises ``error`` once its answers are used up."""
+
+    def __init__(self, steps: list[Any], error: type[BaseException]) -> None:
+        super().__init__(steps)
+        self.error = error
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.remaining_steps:
+            raise self.error("stopped")
         return await super().get_response(*args, **kwargs)
 
 
@@ -128,7 +142,8 @@ def test_a_write_the_store_refuses_in_the_background_is_named_in_the_summary_and
     assert retry.replayed == Counter(model=3, tool=2)
 
 
-def test_every_write_is_in_the_store_when_a_run_returns_and_when_it_fails():
+@pytest.mark.parametrize("error", [RuntimeError, AirflowTaskTerminated], ids=["failed", "terminated"])
+def test_every_write_is_in_the_store_when_a_run_returns_and_when_it_fails(error):
     storage = RemoteStorage(delay=0.05)
     charged: list[int] = []
     Task(storage).attempt(payments_agent(ScriptedModel(script()), charged))
@@ -137,8 +152,8 @@ def test_every_write_is_in_the_store_when_a_run_returns_and_when_it_fails():
     assert all('"state":"done"' in text for text in storage.entries.values())
 
     failing = RemoteStorage(delay=0.05)
-    steps = [*script()[:2], RuntimeError("the model provider is down")]
-    Task(failing).failing_attempt(payments_agent(ScriptedModel(steps), []), RuntimeError)
+    # A model provider that is down, or Airflow's answer to SIGTERM, raised at the third request.
+    Task(failing).failing_attempt(payments_agent(StoppedModel(script()[:2], error), []), error)
     assert sorted(failing.entries) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
     assert all('"state":"done"' in text for text in failing.entries.values())
 

@@ -613,7 +613,8 @@ class DurableJournal:
                 # However the run ended, its entries are in the store when it returns.
                 self.settle()
                 if self.after_each_run is not None:
-                    self.after_each_run()
+                    # Through the I/O thread as well: the journal's store calls never come from two threads.
+                    self._io.call(self.after_each_run)
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
