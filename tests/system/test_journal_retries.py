@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dag_runs import is_try_summary
+from dag_runs import is_try_summary, latest_run_id
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
@@ -38,13 +38,16 @@ def assert_no_journal_left(dag_id: str, cache: Path, *, task_keys: list[str]) ->
         assert [path for path in cache.rglob("*") if path.is_file() and not is_try_summary(str(path))] == []
 
 
-def task_state_store_keys(dag_id: str) -> list[str]:
+def task_state_store_keys(dag_id: str, run_id: str | None = None) -> list[str]:
     from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
+    query = select(TaskStateStoreModel.key).where(TaskStateStoreModel.dag_id == dag_id)
+    if run_id is not None:
+        query = query.where(TaskStateStoreModel.run_id == run_id)
     with create_session() as session:
-        keys = session.scalars(select(TaskStateStoreModel.key).where(TaskStateStoreModel.dag_id == dag_id))
+        keys = session.scalars(query)
         return [key for key in keys if not is_try_summary(key)]
 
 
@@ -62,6 +65,19 @@ def test_a_second_try_replays_what_the_first_recorded_and_nothing_is_left_after_
     assert "Durable: journal deleted" in output
 
     assert_no_journal_left("durable_journal_steps", cache, task_keys=["users_own_key"])
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="the task state store and its clear_on_success are Airflow 3.3+")
+def test_when_airflow_clears_the_task_state_on_success_the_clean_up_deletes_nothing_itself(tmp_path):
+    result = run_dag_file("durable_journal_steps.py", tmp_path, AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS="True")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    assert json.loads((tmp_path / "try2.json").read_text()) == ["replayed 0", "replayed 1", "live 2"]
+    assert "Durable: Airflow cleared the journal with the task's state" in output
+    assert "Durable: journal deleted" in output
+    # Airflow cleared the task's own key too: that is what the option does.
+    assert task_state_store_keys("durable_journal_steps", latest_run_id("durable_journal_steps")) == []
 
 
 def test_a_task_running_two_agents_replays_both_when_the_second_failed(tmp_path):

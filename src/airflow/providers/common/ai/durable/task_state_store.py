@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 from airflow.providers.common.ai.durable.storage import JournalStorage
 from airflow.providers.common.ai.version_compat import NEVER_EXPIRE
+
+log = logging.getLogger(__name__)
 
 #: Every journal key starts with this; a task's own state store keys must not.
 KEY_PREFIX = "airflow.providers.common.ai.durable/"
@@ -60,6 +63,7 @@ class TaskStateStoreStorage(JournalStorage):
         if keys and _cleared_on_success() and self._accessor.get(KEY_PREFIX + keys[0]) is None:
             # Airflow cleared every key of the task instance as it succeeded (the first key is
             # this try's or was read by it); a skipped task's keys are still there.
+            log.info("Durable: Airflow cleared the journal with the task's state ([state_store] clear_on_success)")
             return
         for key in keys:
             self._accessor.delete(KEY_PREFIX + key)
