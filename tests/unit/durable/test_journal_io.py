@@ -17,7 +17,9 @@ from airflow.sdk.exceptions import AirflowTaskTerminated
 from tries import Task
 
 from airflow.providers.common.ai.durable import task_state_store
+from airflow.providers.common.ai.durable.encryption import EncryptedStorage, UndecryptableTextError
 from airflow.providers.common.ai.durable.journal import DurableJournal
+from airflow.providers.common.ai.durable.journal_io import JournalIO
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
 
@@ -34,6 +36,11 @@ class RemoteStorage(InMemoryStorage):
         self.delay, self.refuses = delay, refuses
         self.callers: Counter[str] = Counter()
         self.reads: list[str] = []
+        self.batches: list[int] = []
+
+    def read_many(self, keys: list[str]) -> list[str | Exception | None]:
+        self.batches.append(len(keys))
+        return super().read_many(keys)
 
     def read(self, key: str) -> str | None:
         self.callers[threading.current_thread().name] += 1
@@ -162,6 +169,7 @@ def test_a_replay_reads_its_entries_ahead_in_the_background_and_clean_up_reads_n
     storage = RemoteStorage(delay=0.01)
     Task(storage).attempt(payments_agent(ScriptedModel(script()), []))
     storage.reads.clear()
+    storage.batches.clear()
     storage.callers.clear()
 
     retry = Task(storage)
@@ -173,6 +181,9 @@ def test_a_replay_reads_its_entries_ahead_in_the_background_and_clean_up_reads_n
     # The first entry of each recorded run (to number the run), then the run's entries in order,
     # read ahead of the claims; 1.1 is not read again.
     assert storage.reads[:7] == ["1.1", "2.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    # Reads queued together are made in one call of the storage (concurrently, where it can).
+    assert sum(storage.batches) == len(storage.reads)
+    assert max(storage.batches) > 1
     reads_before_clean_up = len(storage.reads)
 
     retry.journal.finish(succeeded=True)
@@ -239,3 +250,20 @@ def test_a_nested_run_started_while_writes_are_on_their_way_does_not_wait_on_its
     assert finished.wait(timeout=60), "the journal waited on itself"
     assert journal.stats.recorded == Counter(model=2, tool=1)
     assert sorted(storage.entries) == ["0", "1.1", "1.2", "1.2.1.1"]
+
+
+def test_reads_made_together_each_get_their_own_entry_or_error(fernet_key):
+    fernet_key("o0n0kq3Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zU=")
+    inner = RemoteStorage(delay=0)
+    storage = EncryptedStorage(inner)
+    storage.write("1.1", '{"a":1}')
+    inner.entries["1.2"] = "fernet:not-a-token"
+    io = JournalIO(storage)
+    io.settle()
+    with io._condition:  # queue the reads before the thread may take the first
+        reads = [io.read_later(key) for key in ("1.1", "1.2", "1.3")]
+    assert reads[0].result() == '{"a":1}'
+    with pytest.raises(UndecryptableTextError, match="the entry cannot be decrypted"):
+        reads[1].result()
+    assert reads[2].result() is None
+    assert inner.batches == [3]

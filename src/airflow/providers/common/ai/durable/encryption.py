@@ -118,13 +118,21 @@ class EncryptedStorage(JournalStorage):
         self.calls_in_background = storage.calls_in_background
 
     def read(self, key: str) -> str | None:
-        stored = self.storage.read(key)
-        if stored is None:
-            return None
+        found = self._decrypted_or_error(self.storage.read(key))
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def read_many(self, keys: list[str]) -> list[str | Exception | None]:
+        return [self._decrypted_or_error(stored) for stored in self.storage.read_many(keys)]
+
+    def _decrypted_or_error(self, stored: str | Exception | None) -> str | Exception | None:
+        if not isinstance(stored, str):
+            return stored
         try:
             return _decrypted(self._fernet, stored)
         except UndecryptableTextError as error:
-            raise UndecryptableTextError(f"the entry cannot be decrypted: {error}") from None
+            return UndecryptableTextError(f"the entry cannot be decrypted: {error}")
 
     def write(self, key: str, text: str) -> None:
         self.storage.write(key, _encrypted(self._fernet, text))

@@ -521,12 +521,12 @@ class DurableRun:
         The entry recorded at ``position``. Where each read is a round trip, the entries after it
         are read ahead, in the background: a replay claims them next.
         """
-        read = self._ahead.pop(position, None) or self.journal._io.read_later(f"{self.path}.{position}")
+        wanted = [position] if position not in self._ahead else []
         if self._reads_ahead:
-            for ahead in range(position + 1, position + 1 + _READ_AHEAD):
-                if ahead not in self._ahead:
-                    self._ahead[ahead] = self.journal._io.read_later(f"{self.path}.{ahead}")
-        found = _looked_up(read)
+            wanted += [ahead for ahead in range(position + 1, position + 1 + _READ_AHEAD) if ahead not in self._ahead]
+        reads = self.journal._io.reads_later([f"{self.path}.{n}" for n in wanted])
+        self._ahead.update(zip(wanted, reads, strict=True))
+        found = _looked_up(self._ahead.pop(position))
         if found == (None, None):
             # The recorded run ends here (but for a step that could not be recorded): read on demand.
             self.stop_reading_ahead()

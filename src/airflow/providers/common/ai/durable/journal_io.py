@@ -15,6 +15,7 @@ A storage that must be called from the agent's own thread (``calls_in_background
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import deque
@@ -26,6 +27,9 @@ from airflow.providers.common.ai.durable.storage import JournalStorage
 
 log = logging.getLogger(__name__)
 
+#: How many reads queued one after the other are made in one call (concurrently, where the storage can).
+_READ_BATCH = 8
+
 #: How long the thread waits for more calls before it ends (a later call starts a new one).
 _IDLE_SECONDS = 2.0
 
@@ -35,6 +39,15 @@ class _Write:
         self.key, self.text, self.done = key, text, done
 
 
+class _Read:
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.future: Future[str | None] = Future()
+
+
+_Call = _Write | _Read | tuple[Future[Any], Callable[[], Any]]
+
+
 class JournalIO:
     """The calls of one journal to its storage: writes behind the agent, reads ahead of it."""
 
@@ -42,7 +55,7 @@ class JournalIO:
         self.storage = storage
         self._in_background = storage.calls_in_background
         self._condition = threading.Condition()
-        self._queue: deque[_Write | tuple[Future[Any], Callable[[], Any]]] = deque()
+        self._queue: deque[_Call] = deque()
         # The writes still queued, by key, so that a newer write of a key replaces the queued one.
         self._queued_writes: dict[str, _Write] = {}
         self._working = False
@@ -81,7 +94,20 @@ class JournalIO:
 
     def read_later(self, key: str) -> Future[str | None]:
         """A read of ``key`` queued now, to be waited for when its entry is needed."""
-        return self.later(lambda: self.storage.read(key))
+        return self.reads_later([key])[0]
+
+    def reads_later(self, keys: list[str]) -> list[Future[str | None]]:
+        """
+        Reads of ``keys`` queued now, together. Reads queued one after the other are made in one
+        call of the storage's ``read_many``, up to :data:`_READ_BATCH` at a time.
+        """
+        if not self._in_background:
+            return [self.later(functools.partial(self.storage.read, key)) for key in keys]
+        reads = [_Read(key) for key in keys]
+        with self._condition:
+            for read in reads:
+                self._enqueue(read)
+        return [read.future for read in reads]
 
     @property
     def in_background(self) -> bool:
@@ -99,7 +125,7 @@ class JournalIO:
         with self._condition:
             self._condition.wait_for(lambda: not self._queue and not self._working)
 
-    def _enqueue(self, item: _Write | tuple[Future[Any], Callable[[], Any]]) -> None:
+    def _enqueue(self, item: _Call) -> None:
         self._queue.append(item)
         self._condition.notify_all()
         if self._thread is None:
@@ -117,8 +143,17 @@ class JournalIO:
                 item = self._queue.popleft()
                 if isinstance(item, _Write):
                     del self._queued_writes[item.key]
+                reads = [item] if isinstance(item, _Read) else []
+                while reads and len(reads) < _READ_BATCH and self._queue:
+                    following = self._queue[0]
+                    if not isinstance(following, _Read):
+                        break
+                    reads.append(following)
+                    self._queue.popleft()
                 self._working = True
-            if isinstance(item, _Write):
+            if isinstance(item, _Read):
+                self._read_into(reads)
+            elif isinstance(item, _Write):
                 error = _error_of(self.storage.write, item.key, item.text)
                 try:
                     item.done(error)
@@ -126,6 +161,20 @@ class JournalIO:
                     log.exception("Durable: reporting a journal write failed key=%s", item.key)
             else:
                 _run_into(*item)
+
+    def _read_into(self, reads: list[_Read]) -> None:
+        reads = [read for read in reads if read.future.set_running_or_notify_cancel()]
+        if not reads:
+            return
+        try:
+            found = self.storage.read_many([read.key for read in reads])
+        except Exception as error:
+            found = [error] * len(reads)
+        for read, entry in zip(reads, found, strict=True):
+            if isinstance(entry, Exception):
+                read.future.set_exception(entry)
+            else:
+                read.future.set_result(entry)
 
 
 def _error_of(write: Callable[[str, str], None], key: str, text: str) -> Exception | None:

@@ -30,6 +30,14 @@ def _segment(field: str, value: str) -> str:
     return f"{field}#sha256={hashlib.sha256(value.encode()).hexdigest()}"
 
 
+def _entry_or_error(found: bytes | Exception | None) -> str | Exception | None:
+    if isinstance(found, bytes):
+        return found.decode()
+    if found is None or isinstance(found, FileNotFoundError):
+        return None
+    return found
+
+
 def task_instance_folder(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
     """The folder, relative to the cache path, that holds one task instance's journal."""
     return "/".join(
@@ -72,6 +80,14 @@ class ObjectStorageStorage(JournalStorage):
             return self._fs.cat_file(self._path(key)).decode()
         except FileNotFoundError:
             return None
+
+    def read_many(self, keys: list[str]) -> list[str | Exception | None]:
+        if self._is_local:
+            return super().read_many(keys)
+        # One call: an async filesystem (s3fs, gcsfs, adlfs) fetches the objects concurrently.
+        paths = [self._path(key) for key in keys]
+        found = self._fs.cat(paths, on_error="return")
+        return [_entry_or_error(found.get(self._fs._strip_protocol(path))) for path in paths]
 
     def write(self, key: str, text: str) -> None:
         data = text.encode()

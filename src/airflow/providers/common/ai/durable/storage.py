@@ -25,6 +25,19 @@ class JournalStorage(ABC):
     def read(self, key: str) -> str | None:
         """Return the entry stored under ``key``, or ``None`` if there is none."""
 
+    def read_many(self, keys: list[str]) -> list[str | Exception | None]:
+        """
+        The entries under ``keys``, in order: each the entry, ``None`` if there is none, or the
+        error reading it. A backend that can read several at once (concurrently) overrides it.
+        """
+        found: list[str | Exception | None] = []
+        for key in keys:
+            try:
+                found.append(self.read(key))
+            except Exception as error:
+                found.append(error)
+        return found
+
     @abstractmethod
     def write(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` in one atomic write, replacing what was there."""
