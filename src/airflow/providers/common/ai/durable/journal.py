@@ -766,7 +766,7 @@ class DurableJournal:
             return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
         done = entry["state"] == _DONE
 
-        def stored(error: Exception | None) -> None:
+        def stored(error: BaseException | None) -> None:
             if error is not None:
                 if what == "result":
                     step.recorded = None
@@ -823,7 +823,7 @@ class DurableJournal:
             yield _INDEX_KEY
 
 
-def _index_written(error: Exception | None) -> None:
+def _index_written(error: BaseException | None) -> None:
     if error is not None:
         log.warning("Durable: could not write the journal's index; clean-up may leave entries reason=%r", str(error))
 

@@ -35,7 +35,7 @@ _IDLE_SECONDS = 2.0
 
 
 class _Write:
-    def __init__(self, key: str, text: str, done: Callable[[Exception | None], None]) -> None:
+    def __init__(self, key: str, text: str, done: Callable[[BaseException | None], None]) -> None:
         self.key, self.text, self.done = key, text, done
 
 
@@ -53,7 +53,8 @@ class JournalIO:
 
     def __init__(self, storage: JournalStorage) -> None:
         self.storage = storage
-        self._in_background = storage.calls_in_background
+        #: Whether calls are made by a thread of their own (so reading ahead costs the agent nothing).
+        self.in_background = storage.calls_in_background
         self._condition = threading.Condition()
         self._queue: deque[_Call] = deque()
         # The writes still queued, by key, so that a newer write of a key replaces the queued one.
@@ -61,13 +62,13 @@ class JournalIO:
         self._working = False
         self._thread: threading.Thread | None = None
 
-    def write(self, key: str, text: str, done: Callable[[Exception | None], None]) -> None:
+    def write(self, key: str, text: str, done: Callable[[BaseException | None], None]) -> None:
         """
         Store ``text`` under ``key``; ``done`` is called once with the store's error (``None``
-        once stored), in the thread that made the call. A write replaced by a newer one of the
-        same key before it was made is never called back.
+        once stored), by the thread that made the store call. A write replaced by a newer one of
+        the same key before it was made is never called back.
         """
-        if not self._in_background:
+        if not self.in_background:
             done(_error_of(self.storage.write, key, text))
             return
         with self._condition:
@@ -85,7 +86,7 @@ class JournalIO:
     def later(self, function: Callable[[], Any]) -> Future[Any]:
         """``function()``, queued behind every call before it: its future."""
         future: Future[Any] = Future()
-        if not self._in_background:
+        if not self.in_background:
             _run_into(future, function)
             return future
         with self._condition:
@@ -101,7 +102,7 @@ class JournalIO:
         Reads of ``keys`` queued now, together. Reads queued one after the other are made in one
         call of the storage's ``read_many``, up to :data:`_READ_BATCH` at a time.
         """
-        if not self._in_background:
+        if not self.in_background:
             return [self.later(functools.partial(self.storage.read, key)) for key in keys]
         reads = [_Read(key) for key in keys]
         with self._condition:
@@ -109,18 +110,13 @@ class JournalIO:
                 self._enqueue(read)
         return [read.future for read in reads]
 
-    @property
-    def in_background(self) -> bool:
-        """Whether calls are made by a thread of their own (so reading ahead costs the agent nothing)."""
-        return self._in_background
-
     def has_pending_calls(self) -> bool:
         with self._condition:
             return bool(self._queue) or self._working
 
     def settle(self) -> None:
         """Wait until every call queued so far has been made (and each write's ``done`` called)."""
-        if not self._in_background:
+        if not self.in_background:
             return
         with self._condition:
             self._condition.wait_for(lambda: not self._queue and not self._working)
@@ -154,24 +150,32 @@ class JournalIO:
             if isinstance(item, _Read):
                 self._read_into(reads)
             elif isinstance(item, _Write):
-                error = _error_of(self.storage.write, item.key, item.text)
-                try:
-                    item.done(error)
-                except Exception:  # a bug in reporting one write must not stop the writes after it
-                    log.exception("Durable: reporting a journal write failed key=%s", item.key)
+                self._write_now(item)
             else:
                 _run_into(*item)
+
+    def _write_now(self, write: _Write) -> None:
+        failure: BaseException | None = None
+        try:
+            self.storage.write(write.key, write.text)
+        except BaseException as error:  # reported; this thread goes on with the calls after it
+            failure = error
+        try:
+            write.done(failure)
+        except Exception:  # a bug in reporting one write must not stop the writes after it
+            log.exception("Durable: reporting a journal write failed key=%s", write.key)
 
     def _read_into(self, reads: list[_Read]) -> None:
         reads = [read for read in reads if read.future.set_running_or_notify_cancel()]
         if not reads:
             return
+        found: list[str | BaseException | None]
         try:
-            found = self.storage.read_many([read.key for read in reads])
-        except Exception as error:
+            found = list(self.storage.read_many([read.key for read in reads]))
+        except BaseException as error:  # every read gets an answer, or its caller waits forever
             found = [error] * len(reads)
         for read, entry in zip(reads, found, strict=True):
-            if isinstance(entry, Exception):
+            if isinstance(entry, BaseException):
                 read.future.set_exception(entry)
             else:
                 read.future.set_result(entry)
