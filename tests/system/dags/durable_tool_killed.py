@@ -18,6 +18,7 @@ from pathlib import Path
 from agents import Agent, RunConfig, function_tool
 from airflow.sdk import dag, get_current_context, task
 
+from airflow.providers.common.ai.durable.journal import current_journal
 from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably_sync
 from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook
 
@@ -51,6 +52,9 @@ def send_reply(ticket_id: str, text: str) -> str:
         sent.parent.mkdir(exist_ok=True)
         sent.write_text(json.dumps({"ticket_id": ticket_id, "text": text}))
     if get_current_context()["ti"].try_number == 1:
+        # The journal writes this call's in-flight mark while the tool runs: the test kills
+        # the worker once the mark is in the store, as it would be after the tool had worked a while.
+        current_journal().settle()
         (_out() / "in_send_reply.json").write_text(json.dumps({"pid": os.getpid()}))
         time.sleep(120)  # the test kills this process here
     return "sent"
