@@ -30,6 +30,7 @@ class RemoteStorage(InMemoryStorage):
     """A store a round trip away: each call takes ``delay`` seconds; ``refuses`` picks the writes it fails."""
 
     calls_in_background = True
+    reads_at_once = 8
 
     def __init__(self, delay: float = 0.03, refuses: Any = lambda key, text: False) -> None:
         super().__init__()

@@ -116,6 +116,7 @@ class EncryptedStorage(JournalStorage):
         self.storage = storage
         self.identity = storage.identity
         self.calls_in_background = storage.calls_in_background
+        self.reads_at_once = storage.reads_at_once
 
     def read(self, key: str) -> str | None:
         found = self._decrypted_or_error(self.storage.read(key))

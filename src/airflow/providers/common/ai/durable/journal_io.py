@@ -27,9 +27,6 @@ from airflow.providers.common.ai.durable.storage import JournalStorage
 
 log = logging.getLogger(__name__)
 
-#: How many reads queued one after the other are made in one call (concurrently, where the storage can).
-_READ_BATCH = 8
-
 #: How long the thread waits for more calls before it ends (a later call starts a new one).
 _IDLE_SECONDS = 2.0
 
@@ -100,7 +97,7 @@ class JournalIO:
     def reads_later(self, keys: list[str]) -> list[Future[str | None]]:
         """
         Reads of ``keys`` queued now, together. Reads queued one after the other are made in one
-        call of the storage's ``read_many``, up to :data:`_READ_BATCH` at a time.
+        call of the storage's ``read_many``, up to its ``reads_at_once`` at a time.
         """
         if not self.in_background:
             return [self.later(functools.partial(self.storage.read, key)) for key in keys]
@@ -140,7 +137,7 @@ class JournalIO:
                 if isinstance(item, _Write):
                     del self._queued_writes[item.key]
                 reads = [item] if isinstance(item, _Read) else []
-                while reads and len(reads) < _READ_BATCH and self._queue:
+                while reads and len(reads) < self.storage.reads_at_once and self._queue:
                     following = self._queue[0]
                     if not isinstance(following, _Read):
                         break

@@ -69,6 +69,7 @@ class ObjectStorageStorage(JournalStorage):
         # A remote filesystem's call is a round trip, worth making behind the agent (fsspec takes
         # calls from any thread); a local one costs less than handing it to another thread.
         self.calls_in_background = not self._is_local
+        self.reads_at_once = 1 if self._is_local else 8
         self._folder_exists = False
         self.identity = f"{dag_id}/{run_id}/{task_id}/{map_index}"
 

@@ -21,6 +21,10 @@ class JournalStorage(ABC):
     #: time, so that the agent does not wait on each round trip (see ``journal_io.py``).
     calls_in_background: bool = False
 
+    #: How many reads one :meth:`read_many` call may make at once; 1 where they would be made one
+    #: by one anyway (each then answers as soon as it is read).
+    reads_at_once: int = 1
+
     @abstractmethod
     def read(self, key: str) -> str | None:
         """Return the entry stored under ``key``, or ``None`` if there is none."""
@@ -28,7 +32,8 @@ class JournalStorage(ABC):
     def read_many(self, keys: list[str]) -> list[str | Exception | None]:
         """
         The entries under ``keys``, in order: each the entry, ``None`` if there is none, or the
-        error reading it. A backend that can read several at once (concurrently) overrides it.
+        error reading it. A backend that can read several at once (concurrently) overrides it,
+        and says how many in :attr:`reads_at_once`.
         """
         found: list[str | Exception | None] = []
         for key in keys:
