@@ -268,3 +268,26 @@ def test_reads_made_together_each_get_their_own_entry_or_error(fernet_key):
         reads[1].result()
     assert reads[2].result() is None
     assert inner.batches == [3]
+
+
+def test_a_read_the_store_fails_in_the_background_runs_that_call_live_and_replays_the_rest_before_it():
+    storage = RemoteStorage(delay=0.005)
+    Task(storage).attempt(payments_agent(ScriptedModel(script()), []))
+
+    class Failing(RemoteStorage):
+        def read(self, key: str) -> str | None:
+            if key == "1.4":  # the answer that asked for the charge of invoice 3
+                raise OSError("the store timed out")
+            return super().read(key)
+
+    failing = Failing(delay=0.005)
+    failing.entries = dict(storage.entries)
+    retry_charged: list[int] = []
+    retry_model = ScriptedModel(script()[1:])
+    retry = Task(failing)
+    assert retry.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
+    assert len(retry_model.calls) == 2  # the answer at 1.4 and every one after it ran live
+    assert retry_charged == [3]
+    assert retry.replayed == Counter(model=1, tool=2)
+    [(key, _, reason)] = retry.journal.stats.divergences
+    assert (key, reason) == ("1.4", "the store could not read it: the store timed out")
