@@ -214,3 +214,11 @@ def test_clean_up_with_clear_on_success_still_deletes_a_journal_airflow_did_not_
     journal.finish(succeeded=True)
     assert list(accessor.rows) == ["job_id"]
     assert accessor.calls.count("delete") == 10
+
+
+@pytest.mark.parametrize("kind", ["memory", "file", "fsspec-memory", "task-state-store"])
+def test_read_many_gives_each_key_its_entry_or_none_in_order(kind, tmp_path):
+    storage = make_storage(kind, tmp_path)
+    storage.write("1.2", '{"b":2}')
+    storage.write("1.1", '{"a":"é\\ud800"}')
+    assert storage.read_many(["1.1", "1.3", "1.2"]) == ['{"a":"é\\ud800"}', None, '{"b":2}']

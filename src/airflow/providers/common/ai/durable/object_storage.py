@@ -83,8 +83,6 @@ class ObjectStorageStorage(JournalStorage):
             return None
 
     def read_many(self, keys: list[str]) -> list[str | Exception | None]:
-        if self._is_local:
-            return super().read_many(keys)
         # One call: an async filesystem (s3fs, gcsfs, adlfs) fetches the objects concurrently.
         paths = [self._path(key) for key in keys]
         found = self._fs.cat(paths, on_error="return")
