@@ -97,6 +97,11 @@ def task_states(dag_id: str, run_id: str) -> dict[tuple[str, int], tuple[str, in
 
 
 def xcom_return_value(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:
+    return xcom_value(dag_id, run_id, task_id, "return_value", map_index=map_index)
+
+
+def xcom_value(dag_id: str, run_id: str, task_id: str, key: str, *, map_index: int = -1) -> Any:
+    """The value a task instance pushed to XCom under ``key``, or ``None``."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -108,7 +113,7 @@ def xcom_return_value(dag_id: str, run_id: str, task_id: str, map_index: int = -
                 XComModel.run_id == run_id,
                 XComModel.task_id == task_id,
                 XComModel.map_index == map_index,
-                XComModel.key == "return_value",
+                XComModel.key == key,
             )
         )
         return None if row is None else XComModel.deserialize_value(row)

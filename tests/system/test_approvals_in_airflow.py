@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from airflow_services import AIRFLOW, AirflowServices, _in_own_group_ending_with_this_process
-from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value
+from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value, xcom_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
@@ -132,20 +132,6 @@ def journal_left(dag_id: str, run_id: str, out: Path) -> list[str]:
     ]
 
 
-def xcom_value(dag_id: str, run_id: str, key: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        row = session.scalar(
-            select(XComModel).where(
-                XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == TASK, XComModel.key == key
-            )
-        )
-        return None if row is None else XComModel.deserialize_value(row)
-
-
 def tool_outputs(body: dict[str, Any]) -> list[str]:
     """The tool outputs a request carries (Responses input items, or Chat Completions tool messages)."""
     if "input" in body:
@@ -216,7 +202,7 @@ def test_two_approvals_in_one_run_are_asked_in_turn_and_each_refund_runs_once(ai
     assert tool_runs(out, run_id) == [("lookup_order", 1), ("issue_refund", 1)]
     # Airflow shows the first request's text again; the XCom and the log show the current one.
     assert airflow.request_shown("durable_approval", run_id)["response_received"] is False
-    current = xcom_value("durable_approval", run_id, "approval_request")
+    current = xcom_value("durable_approval", run_id, TASK, "approval_request")
     assert '"order_id": "O-78"' in current["body"] and "O-77" not in current["body"]
     assert "Airflow shows this task instance's first approval request" in airflow.task_log(
         "durable_approval", run_id, TASK, 1

@@ -17,27 +17,10 @@ from dag_runs import (
     run_dag_file,
     task_states,
     xcom_return_value,
+    xcom_value,
 )
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-
-
-def xcom_value(dag_id: str, run_id: str, task_id: str, key: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        row = session.scalar(
-            select(XComModel).where(
-                XComModel.dag_id == dag_id,
-                XComModel.run_id == run_id,
-                XComModel.task_id == task_id,
-                XComModel.map_index == -1,
-                XComModel.key == key,
-            )
-        )
-        return None if row is None else XComModel.deserialize_value(row)
 
 
 def usage_of_try_2(model: str, *, replayed: dict[str, int]) -> dict[str, Any]:
