@@ -47,18 +47,25 @@ class ApiServer(AirflowServices):
         raise TimeoutError(f"the api-server did not start:\n{self.service_log('api-server')[-3000:]}")
 
     def request_shown(self, run_id: str, timeout: float = 240) -> dict[str, Any]:
-        """The human-in-the-loop request of the example's task, once the task has created it."""
+        """
+        The human-in-the-loop request of the example's task, once the task waits for it.
+
+        Not as soon as the request exists: on SQLite Airflow's row locks are no-ops, so an answer
+        in the instant between the task creating its request and parking can be stored while the
+        task still runs, and the task then parks for an answer already given.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                return self._request(
-                    "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
-                )
+                if self.task_instance(DAG_ID, run_id, TASK)["state"] == "awaiting_input":
+                    return self._request(
+                        "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
+                    )
             except urllib.error.HTTPError as error:
                 if error.code != 404:
                     raise
             time.sleep(0.5)
-        raise TimeoutError(f"the example created no request in {timeout} s")
+        raise TimeoutError(f"the example did not wait for an answer in {timeout} s")
 
 
 @pytest.fixture
