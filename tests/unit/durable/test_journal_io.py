@@ -5,6 +5,7 @@ a try killed at any moment leaves, what a refused write becomes, and what a norm
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -55,6 +56,16 @@ class RemoteStorage(InMemoryStorage):
         if self.refuses(key, text):
             raise OSError("the store is unavailable")
         super().write(key, text)
+
+
+def entries(storage: InMemoryStorage) -> list[str]:
+    """The keys of the entries a store holds, the runs' snapshots (``0.<run>``) left out."""
+    return sorted(key for key in storage.entries if not key.startswith("0."))
+
+
+def snapshot(storage: InMemoryStorage, run: int = 1) -> dict[str, str]:
+    """The entries the snapshot of ``run`` holds, by key."""
+    return {f"{run}.{position}": text for position, text in json.loads(storage.entries[f"0.{run}"])["entries"].items()}
 
 
 class StoreWatchingModel(ScriptedModel):
@@ -155,20 +166,47 @@ def test_every_write_is_in_the_store_when_a_run_returns_and_when_it_fails(error)
     storage = RemoteStorage(delay=0.05)
     charged: list[int] = []
     Task(storage).attempt(payments_agent(ScriptedModel(script()), charged))
-    # Nothing waited for the last answer's record before the run returned: it is there all the same.
-    assert sorted(storage.entries) == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
-    assert all('"state":"done"' in text for text in storage.entries.values())
+    # Nothing waited for the last answer's record before the run returned: it is there all the same,
+    # and so is the run's snapshot, holding what the entries hold.
+    assert entries(storage) == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    assert all('"state":"done"' in storage.entries[key] for key in entries(storage))
+    assert snapshot(storage) == {key: storage.entries[key] for key in entries(storage)}
 
     failing = RemoteStorage(delay=0.05)
     # A model provider that is down, or Airflow's answer to SIGTERM, raised at the third request.
     Task(failing).failing_attempt(payments_agent(StoppedModel(script()[:2], error), []), error)
-    assert sorted(failing.entries) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
-    assert all('"state":"done"' in text for text in failing.entries.values())
+    assert entries(failing) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
+    assert all('"state":"done"' in failing.entries[key] for key in entries(failing))
+    assert snapshot(failing) == {key: failing.entries[key] for key in entries(failing)}
 
 
-def test_a_replay_reads_its_entries_ahead_in_the_background_and_clean_up_reads_nothing_it_read():
+def test_a_replay_reads_a_run_s_snapshot_in_one_call_and_clean_up_deletes_it_first():
     storage = RemoteStorage(delay=0.01)
     Task(storage).attempt(payments_agent(ScriptedModel(script()), []))
+    storage.reads.clear()
+
+    retry = Task(storage)
+    retry_model = ScriptedModel([])
+    retry_charged: list[int] = []
+    assert retry.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
+    assert (retry_model.calls, retry_charged) == ((), [])
+    assert retry.replayed == Counter(model=3, tool=3)
+    # The first entry of each recorded run (to number the run), then the run's snapshot; nothing else.
+    assert storage.reads == ["1.1", "2.1", "0.1"]
+    # Nothing was written: the snapshot already held every entry.
+    assert entries(storage) == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+
+    deleted: list[str] = []
+    storage.delete_all = deleted.extend
+    retry.journal.finish(succeeded=True)
+    assert deleted[:2] == ["0.1", "1.1"]
+    assert sorted(deleted) == sorted(storage.entries)
+
+
+def test_a_replay_with_no_snapshot_reads_its_entries_ahead_and_clean_up_reads_nothing_it_read():
+    storage = RemoteStorage(delay=0.01)
+    Task(storage).attempt(payments_agent(ScriptedModel(script()), []))
+    del storage.entries["0.1"]  # as after a worker that was killed: its run never ended
     storage.reads.clear()
     storage.batches.clear()
     storage.callers.clear()
@@ -179,9 +217,9 @@ def test_a_replay_reads_its_entries_ahead_in_the_background_and_clean_up_reads_n
     assert retry.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
     assert (retry_model.calls, retry_charged) == ((), [])
     assert set(storage.callers) == {IO_THREAD}
-    # The first entry of each recorded run (to number the run), then the run's entries in order,
-    # read ahead of the claims; 1.1 is not read again.
-    assert storage.reads[:7] == ["1.1", "2.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    # The first entry of each recorded run (to number the run), the run's snapshot (none), then
+    # the run's entries in order, read ahead of the claims; 1.1 is not read again.
+    assert storage.reads[:8] == ["1.1", "2.1", "0.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
     # Reads queued together are made in one call of the storage (concurrently, where it can).
     assert sum(storage.batches) == len(storage.reads)
     assert max(storage.batches) > 1
@@ -215,7 +253,8 @@ def test_concurrent_runs_of_one_journal_share_its_io_thread_and_keep_their_entri
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(storage.entries) == 20
+    assert len(entries(storage)) == 20
+    assert sorted(set(storage.entries) - set(entries(storage))) == ["0.1", "0.2", "0.3", "0.4"]
     assert journal.stats.recorded == Counter(tool=20)
 
 
@@ -250,7 +289,9 @@ def test_a_nested_run_started_while_writes_are_on_their_way_does_not_wait_on_its
     threading.Thread(target=agent, daemon=True).start()
     assert finished.wait(timeout=60), "the journal waited on itself"
     assert journal.stats.recorded == Counter(model=2, tool=1)
-    assert sorted(storage.entries) == ["0", "1.1", "1.2", "1.2.1.1"]
+    # A nested run's entries are in its top-level run's snapshot only by their step.
+    assert sorted(storage.entries) == ["0", "0.1", "1.1", "1.2", "1.2.1.1"]
+    assert list(snapshot(storage)) == ["1.1", "1.2"]
 
 
 def test_reads_made_together_each_get_their_own_entry_or_error(fernet_key):
@@ -282,6 +323,7 @@ def test_a_read_the_store_fails_in_the_background_runs_that_call_live_and_replay
 
     failing = Failing(delay=0.005)
     failing.entries = dict(storage.entries)
+    del failing.entries["0.1"]  # the run's snapshot, which would answer without reading 1.4
     retry_charged: list[int] = []
     retry_model = ScriptedModel(script()[1:])
     retry = Task(failing)
@@ -291,3 +333,67 @@ def test_a_read_the_store_fails_in_the_background_runs_that_call_live_and_replay
     assert retry.replayed == Counter(model=1, tool=2)
     [(key, _, reason)] = retry.journal.stats.divergences
     assert (key, reason) == ("1.4", "the store could not read it: the store timed out")
+
+
+def record_abc(storage: InMemoryStorage) -> None:
+    """Try 1: a run of three tool calls, recorded, that ends (so its snapshot is stored)."""
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        for name in "abc":
+            run.claim("tool", name, f"{name}-1").record(f"{name} first")
+    journal.settle()
+
+
+def test_a_try_that_replaces_an_entry_sets_the_run_s_snapshot_aside_first_so_a_retry_never_replays_the_old_one():
+    storage = RemoteStorage(delay=0)
+    record_abc(storage)
+    assert list(snapshot(storage)) == ["1.1", "1.2", "1.3"]
+
+    # Try 2 replays a and b; the answer at b made the run fail, so it is discarded (R-15), and the
+    # worker dies before the run ends: no new snapshot is written.
+    journal = DurableJournal(storage)
+    run = journal.run().__enter__()
+    a, b = run.claim("tool", "a", "a-1"), run.claim("tool", "b", "b-1")
+    assert a.replayed and b.replayed
+    b.discard("it made the run fail")
+    journal.settle()
+    assert snapshot(storage) == {}
+
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        a, b = run.claim("tool", "a", "a-1"), run.claim("tool", "b", "b-1")
+    assert (a.replayed, b.replayed) == (True, False)
+
+
+def test_a_snapshot_the_store_will_not_set_aside_keeps_the_try_from_writing_over_what_it_holds():
+    storage = RemoteStorage(delay=0)
+    record_abc(storage)
+    recorded = dict(storage.entries)
+    storage.refuses = lambda key, text: key == "0.1"
+
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        run.claim("tool", "a", "a-1")
+        changed = run.claim("tool", "b", "b-2")  # the arguments changed: it runs live
+        assert not changed.replayed
+        assert changed.record("b second") is False
+    assert journal.stats.not_recorded == [
+        "tool 'b' at 1.2: the snapshot of its run could not be set aside: the store is unavailable"
+    ]
+    assert storage.entries == recorded
+
+
+def test_a_snapshot_that_cannot_be_read_is_passed_over_and_the_entries_are_read_one_by_one():
+    storage = RemoteStorage(delay=0)
+    record_abc(storage)
+    storage.entries["0.1"] = '{"format": 3, "kind": "snapshot", "entries": ["not", "a", "map"]}'
+    storage.reads.clear()
+
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        steps = [run.claim("tool", name, f"{name}-1") for name in "abc"]
+    assert all(step.replayed for step in steps)
+    assert storage.reads[:4] == ["1.1", "2.1", "0.1", "1.2"]
+    assert "1.3" in storage.reads
+    # The run ended having read every entry: its snapshot is whole again.
+    assert list(snapshot(storage)) == ["1.1", "1.2", "1.3"]

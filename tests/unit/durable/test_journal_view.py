@@ -69,3 +69,9 @@ def test_an_encrypted_journal_reads_with_the_key_and_a_broken_entry_says_it_cann
 def test_the_view_holds_no_recorded_result_or_request():
     shown = json.dumps(as_json(journal_view(golden("plain"))))
     assert "Paris" not in shown and "sunny" not in shown and "hmac-sha256" not in shown
+
+
+def test_a_run_s_snapshot_is_not_shown_as_a_run():
+    entries = golden("plain")
+    with_snapshot = {**entries, "0.1": json.dumps({"format": 3, "kind": "snapshot", "entries": entries})}
+    assert as_json(journal_view(with_snapshot)) == as_json(journal_view(entries))

@@ -66,8 +66,9 @@ def test_the_task_state_store_keeps_entries_under_a_reserved_prefix_that_never_e
     storage = make_storage("task-state-store", None, accessor)
     record_steps(DurableJournal(storage), 2, live=[])
 
-    assert sorted(accessor.rows) == sorted(["job_id", f"{KEY_PREFIX}1.1", f"{KEY_PREFIX}1.2"])
-    assert accessor.retention[f"{KEY_PREFIX}1.1"] == timedelta.max
+    # Two entries and the run's snapshot (a worker's store is a round trip away).
+    assert sorted(accessor.rows) == sorted(["job_id", f"{KEY_PREFIX}0.1", f"{KEY_PREFIX}1.1", f"{KEY_PREFIX}1.2"])
+    assert accessor.retention[f"{KEY_PREFIX}1.1"] == accessor.retention[f"{KEY_PREFIX}0.1"] == timedelta.max
 
     DurableJournal(storage).delete()
     assert list(accessor.rows) == ["job_id"]
@@ -161,7 +162,9 @@ def test_the_cache_path_works_on_any_fsspec_filesystem(tmp_path):
     ids = {"dag_id": "dag", "run_id": "r", "task_id": "t", "map_index": 3}
     live: list[int] = []
     record_steps(DurableJournal(ObjectStorageStorage(base, **ids)), 2, live=live)
+    # Two entries and, as each read of a remote filesystem is a round trip, the run's snapshot.
     assert sorted(p.name for p in (base / task_instance_folder("dag", "r", "t", 3)).iterdir()) == [
+        "0.1.json",
         "1.1.json",
         "1.2.json",
     ]
@@ -181,11 +184,11 @@ def test_clean_up_after_a_try_deletes_each_entry_once_and_reads_only_where_an_ol
 
     journal.finish(succeeded=True)
     assert accessor.rows == {}
-    # ten deletes, a read of the index and one past the run's last step, unless the replay read
-    # it ahead already; not one past the last run: the replay read until the first that was not
-    assert accessor.calls.count("delete") == 10
+    # ten deletes and one of the run's snapshot, a read of the index and one past the run's last
+    # step; not one past the last run: the replay read until the first that was not
+    assert accessor.calls.count("delete") == 11
     assert 1 <= accessor.calls.count("get") <= 2
-    assert len(accessor.calls) <= 12
+    assert len(accessor.calls) <= 13
 
 
 def test_clean_up_after_airflow_cleared_the_task_state_on_success_is_one_read(monkeypatch):
@@ -213,7 +216,7 @@ def test_clean_up_with_clear_on_success_still_deletes_a_journal_airflow_did_not_
 
     journal.finish(succeeded=True)
     assert list(accessor.rows) == ["job_id"]
-    assert accessor.calls.count("delete") == 10
+    assert accessor.calls.count("delete") == 11  # ten entries and the run's snapshot
 
 
 @pytest.mark.parametrize("kind", ["memory", "file", "fsspec-memory", "task-state-store"])

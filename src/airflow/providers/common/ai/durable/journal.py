@@ -12,6 +12,12 @@ Each entry is one JSON object under the key ``<run>.<position>`` (a nested run's
 its step's key, as in ``1.3.1.2``). Entries are chained: each names the digest of the step before
 it, so an entry left over from an older, longer try can never be taken for a step that follows
 different ones.
+
+Where each read is a round trip (the task state store on a worker, an object store), a top-level
+run that ends also writes a snapshot: every entry of the run under the key ``0.<run>``, so a retry
+reads the run in one call. A snapshot only ever holds what the entries' own keys hold: a try that
+writes an entry of a run first sets the run's snapshot aside (an empty one), and writes a new one
+when the run ends.
 """
 
 from __future__ import annotations
@@ -67,6 +73,8 @@ _WHY_LIVE: dict[object, str] = {
 _INDEX_KEY = "0"
 #: How many recorded entries a replaying run reads ahead of its claims, where reads are round trips.
 _READ_AHEAD = 8
+#: What sets a run's snapshot aside: a snapshot of no entries.
+_NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entries": {}}, separators=(",", ":"))
 
 _scoped_journal: ContextVar[DurableJournal | None] = ContextVar("durable_scoped_journal", default=None)
 _running_step: ContextVar[JournalStep | None] = ContextVar("durable_running_step", default=None)
@@ -438,6 +446,17 @@ class DurableRun:
         # Reads of recorded entries queued before their claims, by position (see _recorded_entry).
         self._ahead: dict[int, Future[str | None]] = {}
         self._reads_ahead = journal._io.in_background
+        #: Whether the run keeps a snapshot of its entries (see the module's docstring).
+        self.snapshots = parent is None and journal._io.in_background
+        # The read of the snapshot of the recorded run this one took the number of, and its entries.
+        self._snapshot_read: Future[str | None] | None = None
+        self._snapshot: dict[int, str] | None = None
+        # Whether no snapshot of an earlier try can hold entries that this try's writes replace.
+        self._fenced = False
+        # The text the store holds at each position, as far as this try knows: the next snapshot.
+        self._stored: dict[int, str] = {}
+        # Whether this try wrote the snapshot's key: True once it did, None if a write of it failed.
+        self._wrote_snapshot: bool | None = False
 
     def claim(
         self,
@@ -463,6 +482,8 @@ class DurableRun:
         if not self.path:
             found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
             new_run = self.numbered_new = found is None
+            if self.snapshots:
+                self._open_snapshot(found)
         step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
         step._counted_when_handed_out = counted_when_handed_out
         self.follows = step.digest
@@ -516,17 +537,75 @@ class DurableRun:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
 
+    def _open_snapshot(self, found: _Lookup | None) -> None:
+        """Read the snapshot of the recorded run this run took the number of; a new run has none."""
+        if found is None or found[0] is None:
+            self._fenced = True
+            return
+        self._snapshot_read = self.journal._io.read_later(_snapshot_key(self.path))
+        self._stored[1] = json.dumps(found[0], separators=(",", ":"))
+
+    def _snapshot_entries(self) -> dict[int, str]:
+        if self._snapshot is None:
+            self._snapshot = _snapshot_of(self._snapshot_read) if self._snapshot_read is not None else {}
+        return self._snapshot
+
+    def fence(self) -> str | None:
+        """
+        Before this try writes an entry of this run: set aside the snapshot an earlier try wrote,
+        which would hold the entry it replaces. Return why it could not be, if it could not.
+        """
+        if self._fenced:
+            return None
+        if self._snapshot_read is not None and _text_of(self._snapshot_read) == (None, None):
+            self._fenced = True
+            return None
+        try:
+            self.journal._io.call(functools.partial(self.journal.storage.write, _snapshot_key(self.path), _NO_SNAPSHOT))
+        except Exception as error:
+            self._wrote_snapshot = None
+            return f"the snapshot of its run could not be set aside: {error}"
+        self._fenced = self._wrote_snapshot = True
+        return None
+
+    def snapshot_in_store(self) -> bool | None:
+        """Whether the store holds a snapshot of this run, if this try knows."""
+        if self._wrote_snapshot is not False or self.numbered_new:
+            return self._wrote_snapshot
+        return None if self._snapshot_read is None else _text_of(self._snapshot_read)[0] is not None
+
+    def snapshot(self) -> str | None:
+        """The snapshot to store as the run ends, if it holds more than the one stored."""
+        unchanged = self._wrote_snapshot is False and self._stored == self._snapshot_entries()
+        if 1 not in self._stored or len(self._stored) < 2 or unchanged:
+            return None
+        entries = {str(position): text for position, text in sorted(self._stored.items())}
+        snapshot = {"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries}
+        return json.dumps(snapshot, separators=(",", ":"))
+
     def _recorded_entry(self, position: int) -> _Lookup:
         """
-        The entry recorded at ``position``. Where each read is a round trip, the entries after it
-        are read ahead, in the background: a replay claims them next.
+        The entry recorded at ``position``. Where each read is a round trip, it comes from the run's
+        snapshot, or the entries after it are read ahead, in the background: a replay claims them next.
         """
+        text = self._snapshot_entries().get(position) if self._snapshot_read is not None else None
+        if text is not None:
+            self._stored[position] = text
+            return _parsed(text)
         wanted = [position] if position not in self._ahead else []
         if self._reads_ahead:
-            wanted += [ahead for ahead in range(position + 1, position + 1 + _READ_AHEAD) if ahead not in self._ahead]
+            snapshot = self._snapshot_entries() if self._snapshot_read is not None else {}
+            wanted += [
+                ahead
+                for ahead in range(position + 1, position + 1 + _READ_AHEAD)
+                if ahead not in self._ahead and ahead not in snapshot
+            ]
         reads = self.journal._io.reads_later([f"{self.path}.{n}" for n in wanted])
         self._ahead.update(zip(wanted, reads, strict=True))
-        found = _looked_up(self._ahead.pop(position))
+        text, problem = _text_of(self._ahead.pop(position))
+        if text is not None and self.snapshots:
+            self._stored[position] = text
+        found = (None, problem) if text is None else _parsed(text)
         if found == (None, None):
             # The recorded run ends here (but for a step that could not be recorded): read on demand.
             self.stop_reading_ahead()
@@ -612,12 +691,28 @@ class DurableJournal:
             if parent is None:
                 # However the run ended, its entries are in the store when it returns.
                 self.settle()
+                if run.snapshots:
+                    self._store_snapshot(run)
                 if self.after_each_run is not None:
                     # Through the I/O thread as well: the journal's store calls never come from two threads.
                     self._io.call(self.after_each_run)
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
+
+    def _store_snapshot(self, run: DurableRun) -> None:
+        snapshot = run.snapshot()
+        if snapshot is None:
+            return
+        try:
+            self._io.call(functools.partial(self.storage.write, _snapshot_key(run.path), snapshot))
+        except Exception as error:
+            # Only a retry's reads are at stake: it reads the run's entries one by one.
+            run._wrote_snapshot = None
+            log.info("Durable: could not store the snapshot of run %s reason=%r", run.path, str(error))
+            return
+        run._wrote_snapshot = True
+        run._snapshot = dict(run._stored)
 
     def claimed_steps(self) -> list[JournalStep]:
         """Every step this try claimed, run by run in the order the runs took their numbers."""
@@ -764,9 +859,18 @@ class DurableJournal:
                 text = json.dumps(entry, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError, RecursionError) as error:
             return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
+        run = step.run
+        problem = run.fence() if run.snapshots else None
+        if problem is not None:
+            return self._not_recorded(step, what, problem)
         done = entry["state"] == _DONE
 
         def stored(error: BaseException | None) -> None:
+            if run.snapshots:
+                if error is None:
+                    run._stored[step.position] = text
+                else:
+                    run._stored.pop(step.position, None)
             if error is not None:
                 if what == "result":
                     step.recorded = None
@@ -807,18 +911,22 @@ class DurableJournal:
                 path = f"{parent}.{number}" if parent else str(number)
                 run = self._runs.get(path)
                 known = len(run.steps) if run is not None else 0
-                yield from (f"{path}.{position}" for position in range(1, known + 1))
-                if run is not None and run.numbered_new:
-                    continue
-                stored = False
-                for position in count(known + 1):
+                keys = [f"{path}.{position}" for position in range(1, known + 1)]
+                for position in count(known + 1) if run is None or not run.numbered_new else ():
                     read = run._ahead.pop(position, None) if run is not None else None
                     if _looked_up(read or self._io.read_later(f"{path}.{position}")) == (None, None):
                         break
-                    stored = True
-                    yield f"{path}.{position}"
-                if not known and not stored:
+                    keys.append(f"{path}.{position}")
+                if not keys:
                     break
+                if not parent and self._io.in_background:
+                    # A snapshot first: once it is gone, what is left of the run is read entry by entry.
+                    stored = run.snapshot_in_store() if run is not None else None
+                    if stored is None:
+                        stored = _text_of(self._io.read_later(_snapshot_key(path))) != (None, None)
+                    if stored:
+                        yield _snapshot_key(path)
+                yield from keys
         if self._index_stored:
             yield _INDEX_KEY
 
@@ -830,12 +938,20 @@ def _index_written(error: BaseException | None) -> None:
 
 def _looked_up(read: Future[str | None]) -> _Lookup:
     """The entry a read found (``None`` if there is none), or why it cannot be read."""
+    text, problem = _text_of(read)
+    return (None, problem) if text is None else _parsed(text)
+
+
+def _text_of(read: Future[str | None]) -> tuple[str | None, str | None]:
+    """The text a read found (``None`` if there is none), or why the store could not read it."""
     try:
-        text = read.result()
+        return read.result(), None
     except Exception as error:
         return None, f"the store could not read it: {error}"
-    if text is None:
-        return None, None
+
+
+def _parsed(text: str) -> _Lookup:
+    """The entry ``text`` holds, or why it cannot be read."""
     try:
         entry = json.loads(text)
     except (ValueError, RecursionError) as error:
@@ -848,6 +964,26 @@ def _looked_up(read: Future[str | None]) -> _Lookup:
             f"this release reads formats {' and '.join(map(str, sorted(_READABLE_FORMATS)))}"
         )
     return entry, None
+
+
+def _snapshot_key(path: str) -> str:
+    return f"{_INDEX_KEY}.{path}"
+
+
+def is_snapshot_key(key: str) -> bool:
+    """Whether ``key`` holds a run's snapshot rather than an entry."""
+    return key.startswith(f"{_INDEX_KEY}.")
+
+
+def _snapshot_of(read: Future[str | None]) -> dict[int, str]:
+    """The entries of the snapshot a read found, by position; none if there is none or it cannot be read."""
+    entry, problem = _looked_up(read)
+    entries = entry.get("entries") if entry is not None and entry.get("kind") == "snapshot" else None
+    if not isinstance(entries, dict) or not all(isinstance(text, str) for text in entries.values()):
+        if problem or entry is not None:
+            log.info("Durable: the snapshot of a run cannot be read; its entries are read one by one reason=%r", problem)
+        return {}
+    return {int(position): text for position, text in entries.items() if position.isascii() and position.isdigit()}
 
 
 def _another_call(entry: dict[str, Any], kind: str) -> str:

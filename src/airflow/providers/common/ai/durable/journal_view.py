@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.providers.common.ai.durable.journal import _INDEX_KEY
+from airflow.providers.common.ai.durable.journal import _INDEX_KEY, is_snapshot_key
 
 #: Each state an entry can hold, as the page names it.
 STATE_NAMES = {
@@ -79,7 +79,7 @@ def journal_view(entries: dict[str, str]) -> list[RunView]:
     """The top-level runs of a journal given as its stored entries (key to text), nested runs under their steps."""
     runs: dict[str, RunView] = {}
     steps: dict[str, StepView] = {}
-    for key in sorted((key for key in entries if key != _INDEX_KEY), key=_order):
+    for key in sorted((key for key in entries if key != _INDEX_KEY and not is_snapshot_key(key)), key=_order):
         if "." not in key:
             continue
         path = key.rsplit(".", 1)[0]
