@@ -691,7 +691,7 @@ class DurableJournal:
             if parent is None:
                 # However the run ended, its entries are in the store when it returns.
                 self.settle()
-                if run.snapshots:
+                if run.snapshots and not self.clean_up_after_run:
                     self._store_snapshot(run)
                 if self.after_each_run is not None:
                     # Through the I/O thread as well: the journal's store calls never come from two threads.
@@ -981,7 +981,8 @@ def _snapshot_of(read: Future[str | None]) -> dict[int, str]:
     entries = entry.get("entries") if entry is not None and entry.get("kind") == "snapshot" else None
     if not isinstance(entries, dict) or not all(isinstance(text, str) for text in entries.values()):
         if problem or entry is not None:
-            log.info("Durable: the snapshot of a run cannot be read; its entries are read one by one reason=%r", problem)
+            reason = problem or "it holds no entries by position"
+            log.info("Durable: the snapshot of a run cannot be read; its entries are read one by one reason=%r", reason)
         return {}
     return {int(position): text for position, text in entries.items() if position.isascii() and position.isdigit()}
 
