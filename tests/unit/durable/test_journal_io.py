@@ -397,3 +397,33 @@ def test_a_snapshot_that_cannot_be_read_is_passed_over_and_the_entries_are_read_
     assert "1.3" in storage.reads
     # The run ended having read every entry: its snapshot is whole again.
     assert list(snapshot(storage)) == ["1.1", "1.2", "1.3"]
+
+
+def test_a_snapshot_the_store_refuses_loses_nothing_and_the_retry_reads_entry_by_entry(caplog):
+    storage = RemoteStorage(delay=0, refuses=lambda key, text: key == "0.1")
+    record_abc(storage)
+    assert "could not store the snapshot of run 1" in caplog.text
+    assert entries(storage) == ["1.1", "1.2", "1.3"] and "0.1" not in storage.entries
+
+    storage.reads.clear()
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        steps = [run.claim("tool", name, f"{name}-1") for name in "abc"]
+    assert all(step.replayed for step in steps)
+    assert journal.stats.not_recorded == []
+    assert {"1.2", "1.3"} <= set(storage.reads)
+
+
+def test_a_secret_a_tool_returned_reaches_neither_its_entry_nor_the_run_s_snapshot():
+    from airflow.providers.common.compat.sdk import mask_secret
+
+    secret = "s3cr3t-in-a-snapshot"
+    mask_secret(secret)
+    storage = RemoteStorage(delay=0)
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        run.claim("tool", "a", "a-1").record("plain")
+        run.claim("tool", "b", "b-1").record({"token": f"the token is {json.dumps(secret)}"})
+    assert "1.2" in snapshot(storage)
+    for key, text in storage.entries.items():
+        assert secret not in text and secret not in json.loads(text).__repr__(), key
