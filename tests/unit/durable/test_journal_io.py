@@ -427,3 +427,18 @@ def test_a_secret_a_tool_returned_reaches_neither_its_entry_nor_the_run_s_snapsh
     assert "1.2" in snapshot(storage)
     for key, text in storage.entries.items():
         assert secret not in text and secret not in json.loads(text).__repr__(), key
+
+
+def test_odd_unicode_replays_from_a_snapshot_as_it_was_recorded():
+    values = ["Zürich 東京 🌦", "a lone \ud800 surrogate", {"nested": [["\u0000", "\u2028"]] * 3}, "x" * 100_000]
+    storage = RemoteStorage(delay=0)
+    with DurableJournal(storage).run() as run:
+        for position, value in enumerate(values):
+            run.claim("tool", "t", f"f{position}").record(value)
+    assert len(snapshot(storage)) == len(values)
+
+    storage.reads.clear()
+    with DurableJournal(storage).run() as run:
+        replayed = [run.claim("tool", "t", f"f{position}") for position in range(len(values))]
+    assert [step.result for step in replayed] == values
+    assert storage.reads == ["1.1", "2.1", "0.1"]

@@ -543,7 +543,8 @@ class DurableRun:
             self._fenced = True
             return
         self._snapshot_read = self.journal._io.read_later(_snapshot_key(self.path))
-        self._stored[1] = json.dumps(found[0], separators=(",", ":"))
+        with contextlib.suppress(ValueError, RecursionError):  # then it keeps no snapshot
+            self._stored[1] = _json_text(found[0])
 
     def _snapshot_entries(self) -> dict[int, str]:
         if self._snapshot is None:
@@ -580,8 +581,7 @@ class DurableRun:
         if 1 not in self._stored or len(self._stored) < 2 or unchanged:
             return None
         entries = {str(position): text for position, text in sorted(self._stored.items())}
-        snapshot = {"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries}
-        return json.dumps(snapshot, separators=(",", ":"))
+        return _json_text({"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries})
 
     def _recorded_entry(self, position: int) -> _Lookup:
         """
@@ -851,12 +851,7 @@ class DurableJournal:
         store refuses is reported when the store answers.
         """
         try:
-            text = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-            try:
-                text.encode()
-            except UnicodeEncodeError:
-                # A lone surrogate: escaped, it is still JSON that loads back to the same string.
-                text = json.dumps(entry, allow_nan=False, separators=(",", ":"))
+            text = _json_text(entry)
         except (TypeError, ValueError, RecursionError) as error:
             return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
         run = step.run
@@ -964,6 +959,16 @@ def _parsed(text: str) -> _Lookup:
             f"this release reads formats {' and '.join(map(str, sorted(_READABLE_FORMATS)))}"
         )
     return entry, None
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON, kept in UTF-8 but for a lone surrogate, which only loads back escaped."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    return text
 
 
 def _snapshot_key(path: str) -> str:
