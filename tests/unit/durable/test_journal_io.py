@@ -442,3 +442,25 @@ def test_odd_unicode_replays_from_a_snapshot_as_it_was_recorded():
         replayed = [run.claim("tool", "t", f"f{position}") for position in range(len(values))]
     assert [step.result for step in replayed] == values
     assert storage.reads == ["1.1", "2.1", "0.1"]
+
+
+def test_clean_up_deletes_a_snapshot_whose_read_failed_during_the_replay():
+    storage = RemoteStorage(delay=0)
+    record_abc(storage)
+    failures = iter([OSError("the store timed out")])
+
+    class FailingOnce(RemoteStorage):
+        def read(self, key: str) -> str | None:
+            if key == "0.1" and (failure := next(failures, None)) is not None:
+                raise failure
+            return super().read(key)
+
+    flaky = FailingOnce(delay=0)
+    flaky.entries = dict(storage.entries)
+    journal = DurableJournal(flaky)
+    with journal.run() as run:  # this try makes one call of the three: it writes no snapshot
+        assert run.claim("tool", "a", "a-1").replayed
+    deleted: list[str] = []
+    flaky.delete_all = deleted.extend
+    journal.finish(succeeded=True)
+    assert sorted(deleted) == sorted(flaky.entries) and deleted[0] == "0.1"

@@ -573,7 +573,10 @@ class DurableRun:
         """Whether the store holds a snapshot of this run, if this try knows."""
         if self._wrote_snapshot is not False or self.numbered_new:
             return self._wrote_snapshot
-        return None if self._snapshot_read is None else _text_of(self._snapshot_read)[0] is not None
+        if self._snapshot_read is None:
+            return None
+        text, problem = _text_of(self._snapshot_read)
+        return None if problem else text is not None
 
     def snapshot(self) -> str | None:
         """The snapshot to store as the run ends, if it holds more than the one stored."""
@@ -588,13 +591,13 @@ class DurableRun:
         The entry recorded at ``position``. Where each read is a round trip, it comes from the run's
         snapshot, or the entries after it are read ahead, in the background: a replay claims them next.
         """
-        text = self._snapshot_entries().get(position) if self._snapshot_read is not None else None
+        text = self._snapshot_entries().get(position)
         if text is not None:
             self._stored[position] = text
             return _parsed(text)
         wanted = [position] if position not in self._ahead else []
         if self._reads_ahead:
-            snapshot = self._snapshot_entries() if self._snapshot_read is not None else {}
+            snapshot = self._snapshot_entries()
             wanted += [
                 ahead
                 for ahead in range(position + 1, position + 1 + _READ_AHEAD)
