@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import time
 import urllib.error
@@ -184,9 +185,11 @@ def _is_journal_key(key: str) -> bool:
 
 def assert_encrypted(stored: dict[str, str]) -> None:
     for key, text in stored.items():
-        assert text.startswith("fernet:"), key
+        # One Fernet token and nothing beside it. A short plain text (the ticket id) is not looked
+        # for in the token: base64 holds "T-9" now and then by chance.
+        assert re.fullmatch(r"fernet:[A-Za-z0-9_-]+=*", text), key
         for plain in PLAIN_TEXTS:
-            assert plain not in text, (key, plain)
+            assert len(plain) < 6 or plain not in text, (key, plain)
 
 
 def lines(path: Path) -> list[dict]:

@@ -7,6 +7,7 @@ past Airflow and the provider, hold no plain text. Runs on every line, with ``da
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from cryptography.fernet import Fernet
@@ -56,6 +57,8 @@ def test_the_journal_a_failed_task_leaves_in_the_store_holds_no_plain_text(tmp_p
     journal = [key for key in stored if "summar" not in key]
     assert len(journal) == 2, stored  # the model's answer and the tool's output
     for key, text in stored.items():
-        assert text.startswith("fernet:"), key
+        # One Fernet token and nothing beside it. A short plain text (the ticket id) is not looked
+        # for in the token: base64 holds "T-5" now and then by chance.
+        assert re.fullmatch(r"fernet:[A-Za-z0-9_-]+=*", text), key
         for plain in PLAIN_TEXTS:
-            assert plain not in text, (key, plain)
+            assert len(plain) < 6 or plain not in text, (key, plain)
