@@ -451,8 +451,6 @@ class DurableRun:
         # The read of the snapshot of the recorded run this one took the number of, and its entries.
         self._snapshot_read: Future[str | None] | None = None
         self._snapshot: dict[int, str] | None = None
-        # Whether no snapshot of an earlier try can hold entries that this try's writes replace.
-        self._fenced = False
         # The text the store holds at each position, as far as this try knows: the next snapshot.
         self._stored: dict[int, str] = {}
         # Whether this try wrote the snapshot's key: True once it did, None if a write of it failed.
@@ -539,8 +537,7 @@ class DurableRun:
 
     def _open_snapshot(self, found: _Lookup | None) -> None:
         """Read the snapshot of the recorded run this run took the number of; a new run has none."""
-        if found is None or found[0] is None:
-            self._fenced = True
+        if found is None:
             return
         self._snapshot_read = self.journal._io.read_later(_snapshot_key(self.path))
         with contextlib.suppress(ValueError, RecursionError):  # then it keeps no snapshot
@@ -556,17 +553,14 @@ class DurableRun:
         Before this try writes an entry of this run: set aside the snapshot an earlier try wrote,
         which would hold the entry it replaces. Return why it could not be, if it could not.
         """
-        if self._fenced:
-            return None
-        if self._snapshot_read is not None and _text_of(self._snapshot_read) == (None, None):
-            self._fenced = True
+        if self.numbered_new or self._wrote_snapshot or self.snapshot_in_store() is False:
             return None
         try:
             self.journal._io.call(functools.partial(self.journal.storage.write, _snapshot_key(self.path), _NO_SNAPSHOT))
         except Exception as error:
             self._wrote_snapshot = None
             return f"the snapshot of its run could not be set aside: {error}"
-        self._fenced = self._wrote_snapshot = True
+        self._wrote_snapshot = True
         return None
 
     def snapshot_in_store(self) -> bool | None:
@@ -581,6 +575,7 @@ class DurableRun:
     def snapshot(self) -> str | None:
         """The snapshot to store as the run ends, if it holds more than the one stored."""
         unchanged = self._wrote_snapshot is False and self._stored == self._snapshot_entries()
+        # A run's first entry is read anyway, to number it: a snapshot of it alone saves nothing.
         if 1 not in self._stored or len(self._stored) < 2 or unchanged:
             return None
         entries = {str(position): text for position, text in sorted(self._stored.items())}
