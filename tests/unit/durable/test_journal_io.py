@@ -180,16 +180,20 @@ def test_every_write_is_in_the_store_when_a_run_returns_and_when_it_fails(error)
     assert snapshot(failing) == {key: failing.entries[key] for key in entries(failing)}
 
 
+def full_replay(storage: RemoteStorage) -> Task:
+    """A retry of the payments agent that replays it all: no request reaches the model, no invoice is charged."""
+    retry, model, charged = Task(storage), ScriptedModel([]), []
+    assert retry.attempt(payments_agent(model, charged)).final_output == "all charged"
+    assert (model.calls, charged) == ((), [])
+    return retry
+
+
 def test_a_replay_reads_a_run_s_snapshot_in_one_call_and_clean_up_deletes_it_first():
     storage = RemoteStorage(delay=0.01)
     Task(storage).attempt(payments_agent(ScriptedModel(script()), []))
     storage.reads.clear()
 
-    retry = Task(storage)
-    retry_model = ScriptedModel([])
-    retry_charged: list[int] = []
-    assert retry.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
-    assert (retry_model.calls, retry_charged) == ((), [])
+    retry = full_replay(storage)
     assert retry.replayed == Counter(model=3, tool=3)
     # The first entry of each recorded run (to number the run), then the run's snapshot; nothing else.
     assert storage.reads == ["1.1", "2.1", "0.1"]
@@ -211,11 +215,7 @@ def test_a_replay_with_no_snapshot_reads_its_entries_ahead_and_clean_up_reads_no
     storage.batches.clear()
     storage.callers.clear()
 
-    retry = Task(storage)
-    retry_model = ScriptedModel([])
-    retry_charged: list[int] = []
-    assert retry.attempt(payments_agent(retry_model, retry_charged)).final_output == "all charged"
-    assert (retry_model.calls, retry_charged) == ((), [])
+    retry = full_replay(storage)
     assert set(storage.callers) == {IO_THREAD}
     # The first entry of each recorded run (to number the run), the run's snapshot (none), then
     # the run's entries in order, read ahead of the claims; 1.1 is not read again.
