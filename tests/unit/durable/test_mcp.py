@@ -161,7 +161,8 @@ def test_a_completed_mcp_call_replays_on_retry_without_reaching_the_server(trans
         assert result.final_output == "5, and the mail is sent."
         assert len(second.calls) == 1  # the first answer replayed
         assert servers.received == ["add", "send_mail"]  # neither reached the server again
-        assert read_calls(servers.calls)[1]["text"] == mail
+        [sent] = [c for c in read_calls(servers.calls) if c["tool"] == "send_mail"]  # the two ran in any order
+        assert sent["text"] == mail
         assert tool_outputs(second) == tool_outputs(first)
         assert task.replayed == {"model": 1, "tool": 2}
         assert task.ran_live == {"model": 1}
@@ -202,7 +203,7 @@ def test_the_idempotency_key_travels_in_meta_beside_the_users_own(stdio):
     assert IDEMPOTENCY_KEY_META == KEY_META
     assert [c["user_meta"] for c in calls] == ["mine add", "mine add"]
     # The journal's key wins over a resolver that sets the same _meta key.
-    assert [c["key"] for c in calls] == seen
+    assert sorted(c["key"] for c in calls) == sorted(seen)  # the two calls reach the server in any order
     assert len(set(seen)) == 2
     assert all(key.startswith("durable-") for key in seen)
 
