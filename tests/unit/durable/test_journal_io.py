@@ -120,7 +120,7 @@ def test_a_try_killed_once_a_model_request_was_sent_never_runs_again_the_tools_w
     charged: list[int] = []
     model = StoreWatchingModel(script(), storage)
     assert Task(storage).attempt(payments_agent(model, charged)).final_output == "all charged"
-    assert charged == [1, 2, 3]
+    assert sorted(charged) == [1, 2, 3]  # 1 and 2, asked for in one answer, run side by side
     assert set(storage.callers) == {IO_THREAD}  # the writes were behind the agent
 
     # The retry of a try killed right after request N was sent finds what the store held then.
