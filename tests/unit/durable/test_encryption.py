@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
 
 import pytest
@@ -79,14 +80,13 @@ def test_with_a_fernet_key_the_store_holds_no_plain_text_and_a_retry_replays_it(
     stored = raw_texts(backend, inner, tmp_path)
     # The model's answer and the tool's output, and where each read is a round trip the run's snapshot.
     assert len(stored) == (3 if backend == "task-state-store" else 2)
+    # Each is one Fernet token and nothing beside it (a token's base64 holds "4711" now and then,
+    # so the digits are not looked for inside it).
+    tokens = [json.loads(text) for text in stored] if backend == "task-state-store" else stored
+    assert all(re.fullmatch(r"fernet:[A-Za-z0-9_-]+=*", token) for token in tokens), tokens
     everything = "\n".join(stored)
-    for plain in ("Zürich", "Z\\u00fcrich", "4711", "forecast", "fingerprint", "weather", "state", "{"):
+    for plain in ("Zürich", "Z\\u00fcrich", "forecast", "fingerprint", "weather", "state", "{"):
         assert plain not in everything, plain
-    assert (
-        all(json.loads(text).startswith("fernet:") for text in stored)
-        if backend == "task-state-store"
-        else all(text.startswith("fernet:") for text in stored)
-    )
 
     assert weather.retry() == "Sunny."
     assert weather.runs == {"Zürich": 1}
