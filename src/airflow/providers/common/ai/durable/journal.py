@@ -555,11 +555,16 @@ class DurableRun:
         """
         if self.numbered_new or self._wrote_snapshot or self.snapshot_in_store() is False:
             return None
+        error = self._write_snapshot(_NO_SNAPSHOT)
+        return None if error is None else f"the snapshot of its run could not be set aside: {error}"
+
+    def _write_snapshot(self, text: str) -> Exception | None:
+        """Write ``text`` under the run's snapshot key; the error if the store refused it."""
         try:
-            self.journal._io.call(functools.partial(self.journal.storage.write, _snapshot_key(self.path), _NO_SNAPSHOT))
+            self.journal._io.call(functools.partial(self.journal.storage.write, _snapshot_key(self.path), text))
         except Exception as error:
             self._wrote_snapshot = None
-            return f"the snapshot of its run could not be set aside: {error}"
+            return error
         self._wrote_snapshot = True
         return None
 
@@ -572,14 +577,17 @@ class DurableRun:
         text, problem = _text_of(self._snapshot_read)
         return None if problem else text is not None
 
-    def snapshot(self) -> str | None:
-        """The snapshot to store as the run ends, if it holds more than the one stored."""
+    def store_snapshot(self) -> None:
+        """As the run ends: store its snapshot, if it holds more than the one stored."""
         unchanged = self._wrote_snapshot is False and self._stored == self._snapshot_entries()
         # A run's first entry is read anyway, to number it: a snapshot of it alone saves nothing.
         if 1 not in self._stored or len(self._stored) < 2 or unchanged:
-            return None
+            return
         entries = {str(position): text for position, text in sorted(self._stored.items())}
-        return _json_text({"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries})
+        error = self._write_snapshot(_json_text({"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries}))
+        if error is not None:
+            # Only a retry's reads are at stake: it reads the run's entries one by one.
+            log.info("Durable: could not store the snapshot of run %s reason=%r", self.path, str(error))
 
     def _recorded_entry(self, position: int) -> _Lookup:
         """
@@ -690,27 +698,13 @@ class DurableJournal:
                 # However the run ended, its entries are in the store when it returns.
                 self.settle()
                 if run.snapshots and not self.clean_up_after_run:
-                    self._store_snapshot(run)
+                    run.store_snapshot()
                 if self.after_each_run is not None:
                     # Through the I/O thread as well: the journal's store calls never come from two threads.
                     self._io.call(self.after_each_run)
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
-
-    def _store_snapshot(self, run: DurableRun) -> None:
-        snapshot = run.snapshot()
-        if snapshot is None:
-            return
-        try:
-            self._io.call(functools.partial(self.storage.write, _snapshot_key(run.path), snapshot))
-        except Exception as error:
-            # Only a retry's reads are at stake: it reads the run's entries one by one.
-            run._wrote_snapshot = None
-            log.info("Durable: could not store the snapshot of run %s reason=%r", run.path, str(error))
-            return
-        run._wrote_snapshot = True
-        run._snapshot = dict(run._stored)
 
     def claimed_steps(self) -> list[JournalStep]:
         """Every step this try claimed, run by run in the order the runs took their numbers."""
