@@ -277,3 +277,48 @@ def test_a_run_failed_by_the_models_last_answer_replays_up_to_the_last_request_a
     assert (task.replayed, task.ran_live) == ({"model": 1, "tool": 1}, {"model": 1})
     assert tools.runs["weather Paris"] == 1
     assert not [name for name in tools.runs if name.startswith("send_mail")]
+
+
+# Arguments the SDK refuses before the tool runs are the model's fault, not the tool's (R-53).
+
+BAD_ARGUMENTS = {
+    "not-json": '{"city": "Lyon"',
+    "not-an-object": '["Lyon"]',
+    "missing-parameter": "{}",
+    "wrong-type": '{"city": {"name": "Lyon"}}',
+}
+
+
+def _reraise(context, error):
+    raise error
+
+
+@pytest.mark.parametrize("failure_error_function", [None, _reraise], ids=["none", "reraising"])
+@pytest.mark.parametrize("arguments", BAD_ARGUMENTS)
+def test_tool_arguments_the_sdk_refuses_make_the_retry_ask_the_model_again(arguments, failure_error_function):
+    runs: Counter[str] = Counter()
+
+    @function_tool(failure_error_function=failure_error_function)
+    def forecast(city: str) -> str:
+        """The forecast for a city."""
+        runs[city] += 1
+        return f"sunny in {city}"
+
+    def build(scripted: ScriptedModel) -> Agent:
+        return agent(scripted, [forecast])
+
+    task = Task()
+    first = model(
+        [call("forecast", "c1", city="Paris")], [function_call("forecast", BAD_ARGUMENTS[arguments], call_id="c2")]
+    )
+    task.failing_attempt(build(first), ModelBehaviorError)
+    assert len(first.calls) == 2
+
+    second = model([call("forecast", "c3", city="Lyon")], [assistant_message("Sunny in Paris and Lyon.")])
+    task.attempt(build(second))
+
+    # The answer with the bad arguments is asked again; the one before it and its tool call replay.
+    assert len(second.calls) == 2
+    assert second.calls[0].input == first.calls[1].input
+    assert runs == {"Paris": 1, "Lyon": 1}
+    assert (task.replayed, task.ran_live) == ({"model": 1, "tool": 1}, {"model": 2, "tool": 1})

@@ -22,6 +22,17 @@ SUPPORTS_DEFAULT_PROMPT_CACHE_KEY = "_supports_default_prompt_cache_key"
 # does: only this method of the streamed result registers that.
 ENSURE_MODEL_PROVIDER_CLEANUP = "_ensure_model_provider_cleanup_on_completion"
 
+# The SDK's checks of a tool call's arguments, which raise ModelBehaviorError before the tool runs
+# (arguments that are not JSON, or do not fit the tool's parameters). No attribute of the error
+# says so; the function that raised it is the only sign that the model's answer, not the tool, failed.
+ARGUMENT_CHECKS = frozenset(
+    {
+        ("agents.tool", "_parse_function_tool_json_input"),
+        ("agents.tool", "_prepare_arguments"),
+        ("agents.mcp.util", "invoke_mcp_tool"),
+    }
+)
+
 #: Each private attribute and a function returning an SDK object that must have it.
 PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {
     OUTPUT_TYPE_ADAPTER: lambda: _a_function_tool(),
@@ -172,6 +183,17 @@ def nested_agent_run_was_interrupted(context: Any) -> bool:
         return False
     result = peek_agent_tool_run_result(tool_call, scope_id=get_agent_tool_state_scope(context))
     return bool(getattr(result, "interruptions", None))
+
+
+def raised_checking_arguments(error: BaseException) -> bool:
+    """Whether the SDK raised ``error`` checking a tool call's arguments, before the tool ran."""
+    traceback = error.__traceback__
+    if traceback is None:
+        return False
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    frame = traceback.tb_frame
+    return (frame.f_globals.get("__name__"), frame.f_code.co_name) in ARGUMENT_CHECKS
 
 
 def declared_output_adapter(tool: FunctionTool) -> Any | None:

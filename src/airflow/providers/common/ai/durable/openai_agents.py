@@ -31,6 +31,7 @@ from airflow.providers.common.ai.durable._sdk_private import (
     install_run_hooks,
     invocation_result,
     nested_agent_run_was_interrupted,
+    raised_checking_arguments,
     unvalidated_output_item,
 )
 from airflow.providers.common.ai.durable._tool_output import (
@@ -564,8 +565,10 @@ class _DurableAgentRun:
             with step.running(mark_in_flight=True):
                 result = await invoke()
         except ModelBehaviorError as error:
-            # The tool's failure, not the model's: the answer that asked for it still replays.
-            setattr(error, _TOOL_FAILURE, True)
+            # Raised by the tool's own code, it is the tool's failure: the answer that asked for it
+            # still replays. Raised checking the answer's arguments, it is the model's.
+            if not raised_checking_arguments(error):
+                setattr(error, _TOOL_FAILURE, True)
             raise
         finally:
             _handled_failures.reset(token)
