@@ -170,6 +170,81 @@ def test_concurrent_runs_are_matched_by_what_they_ask_not_by_the_order_they_star
     assert journal.stats.replayed == {"model": 2, "tool": 2}
 
 
+@pytest.mark.parametrize("retry_order", [["bob", "alice"], ["alice", "bob"]], ids=["swapped", "same-order"])
+def test_identical_runs_in_flight_together_without_a_durable_key_never_replay_each_others_results(retry_order, caplog):
+    balances, calls = {"alice": 100, "bob": 7}, Counter()
+
+    @function_tool
+    def balance(context: RunContextWrapper[str]) -> int:
+        """The customer's balance."""
+        calls[context.context] += 1
+        return balances[context.context]
+
+    def attempt(journal: DurableJournal, order: list[str], *steps) -> dict[str, ScriptedModel]:
+        models = {customer: scripted(*steps) for customer in order}
+
+        async def one(customer: str) -> None:
+            await run_durably(
+                Agent(name="teller", model=models[customer], tools=[balance]), "My balance?", context=customer
+            )
+
+        async def together() -> None:
+            await asyncio.gather(*(one(customer) for customer in order), return_exceptions=True)
+
+        with journal_scope(journal):
+            asyncio.run(together())
+        return models
+
+    storage = InMemoryStorage()
+    first_try = DurableJournal(storage)
+    attempt(first_try, ["alice", "bob"], [function_call("balance", {}, call_id="c1")], RuntimeError())
+    assert calls == {"alice": 1, "bob": 1}
+    assert "2 runs ran live that ask the same as another run in flight" in first_try.stats.summary()
+
+    for retry in (1, 2):  # every later try too: the retry's entries are as indistinct as the first's
+        journal = DurableJournal(storage)
+        with caplog.at_level(logging.WARNING):
+            models = attempt(
+                journal, retry_order, [function_call("balance", {}, call_id="c1")], [assistant_message("ok")]
+            )
+        assert calls == {"alice": 1 + retry, "bob": 1 + retry}
+        for customer, model in models.items():
+            assert len(model.calls) == 2  # nothing replayed
+            assert model.calls[1].input[-1]["output"] == str(balances[customer])
+        assert journal.stats.replayed == {}
+        assert "durable_key" in journal.stats.summary() and journal.stats.indistinct_runs == 2
+        assert "give each its own durable_key" in caplog.text
+
+
+def test_identical_runs_one_after_the_other_still_replay_in_their_order():
+    task_runs = Counter()
+
+    @function_tool
+    def count() -> int:
+        """Counts."""
+        task_runs["count"] += 1
+        return task_runs["count"]
+
+    def attempt(journal: DurableJournal, *models: ScriptedModel) -> None:
+        with journal_scope(journal):
+            for model in models:
+                run_durably_sync(Agent(name="a", model=model, tools=[count]), "same prompt")
+
+    storage = InMemoryStorage()
+    first, second = (
+        scripted([function_call("count", {}, call_id="c1")], [assistant_message("one")]),
+        scripted([function_call("count", {}, call_id="c1")], RuntimeError()),
+    )
+    with pytest.raises(RuntimeError):
+        attempt(DurableJournal(storage), first, second)
+    journal = DurableJournal(storage)
+    again, last = scripted(), scripted([assistant_message("two")])
+    attempt(journal, again, last)
+    assert task_runs["count"] == 2 and not again.calls and len(last.calls) == 1
+    assert last.calls[0].input[-1]["output"] == "2"
+    assert journal.stats.replayed == {"model": 3, "tool": 2} and journal.stats.indistinct_runs == 0
+
+
 def test_identical_runs_started_concurrently_without_a_durable_key_warn_once(caplog):
     @function_tool
     def noop() -> str:

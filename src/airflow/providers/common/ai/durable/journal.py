@@ -73,6 +73,8 @@ _WHY_LIVE: dict[object, str] = {
 _INDEX_KEY = "0"
 #: How many recorded entries a replaying run reads ahead of its claims, where reads are round trips.
 _READ_AHEAD = 8
+#: How to tell apart runs that ask the same.
+_NAME_THE_RUNS = "give each its own durable_key (run_durably(..., durable_key=...))"
 #: What sets a run's snapshot aside: a snapshot of no entries.
 _NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entries": {}}, separators=(",", ":"))
 
@@ -182,6 +184,8 @@ class JournalStats:
     divergences: list[tuple[str, str, str]] = field(default_factory=list)
     #: Each decision on tool calls that needed approval, with who gave it ("issue_refund approved by alice").
     approvals: list[str] = field(default_factory=list)
+    #: Runs that ran live because they could not be told apart from another run asking the same (R-51).
+    indistinct_runs: int = 0
 
     def usage(self) -> TryUsage:
         """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
@@ -209,9 +213,15 @@ class JournalStats:
         not_recorded = len(self.not_recorded)
         named = f" ({'; '.join(self.not_recorded)})" if not_recorded else ""
         approvals = f", approvals: {'; '.join(self.approvals)}" if self.approvals else ""
+        indistinct = (
+            f", {self.indistinct_runs} runs ran live that ask the same as another run in flight: {_NAME_THE_RUNS}"
+            if self.indistinct_runs
+            else ""
+        )
         return (
             f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}, "
             f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{approvals}"
+            f"{indistinct}"
         )
 
 
@@ -415,6 +425,7 @@ class JournalStep:
             "follows": self.follows,
             "state": state,
             **({"parts": self.parts} if self.parts is not None else {}),
+            **({"twins": sorted(self.run.twins)} if self.position == 1 and self.run.twins else {}),
             **fields,
         }
 
@@ -434,6 +445,9 @@ class DurableRun:
         self.key = key
         #: ``<number>`` or ``<parent step key>.<number>``; set at the first claim.
         self.path = ""
+        self.number = 0
+        #: The numbers of the runs under the same parent this run cannot be told apart from (R-51).
+        self.twins: set[int] = set()
         base = parent.digest if parent is not None else ""
         self.follows: str = base if key is None else hashlib.sha256(f"{base}\0durable_key\0{key}".encode()).hexdigest()
         #: Whether claims still look for recorded entries; off once the run has diverged.
@@ -649,6 +663,16 @@ class _Runs:
     #: This try's runs under the parent that have not ended, with what their first call asked.
     active: dict[DurableRun, tuple[str, str, str | None, str]] = field(default_factory=dict)
 
+    @functools.cached_property
+    def indistinct(self) -> set[int]:
+        """The recorded runs that could not be told apart from another run in flight in their try."""
+        numbers: set[int] = set()
+        for number, (entry, _) in enumerate(self.recorded, start=1):
+            twins = entry.get("twins") if entry is not None else None
+            if isinstance(twins, list) and twins:
+                numbers |= {number, *(twin for twin in twins if isinstance(twin, int))}
+        return numbers
+
 
 class DurableJournal:
     """
@@ -760,23 +784,36 @@ class DurableJournal:
                 # before any run it started), no run was recorded: nothing to read.
                 recorded = [] if run.parent is not None and run.parent.nothing_recorded else self._recorded_runs(parent)
                 runs = self._runs_under[parent] = _Runs(list(recorded))
-            if run.key is None and fingerprint is not None and identity in runs.active.values():
-                self._warn_of_identical_runs(name)
-            runs.active[run] = identity
             untaken = [n for n in range(1, len(runs.recorded) + 1) if n not in runs.taken]
-            number = next(
-                (n for n in untaken if _starts_with(runs.recorded[n - 1][0], identity)),
-                None,
-            )
-            if not run.reads or fingerprint is None:
-                number = None
+            matching = [n for n in untaken if _starts_with(runs.recorded[n - 1][0], identity)]
+            twins: set[int] = set()
+            if run.key is None and fingerprint is not None:
+                # Runs this one cannot be told apart from: those asking the same in flight now, and
+                # the recorded ones that could not be told apart in their try (R-51).
+                twins = {other.number for other, asked in runs.active.items() if asked == identity}
+                twins |= set(matching) & runs.indistinct
+            runs.active[run] = identity
+            number = matching[0] if matching and run.reads and fingerprint is not None and not twins else None
             found = runs.recorded[number - 1] if number is not None else None
             if number is None:
                 number = next(n for n in count(len(runs.recorded) + 1) if n not in runs.taken)
             runs.taken.add(number)
+            run.number = number
             run.path = f"{parent}.{number}" if parent else str(number)
             self._runs[run.path] = run
+            if twins:
+                run.twins = twins
+                told_apart_until_now = [other for other in runs.active if other.number in twins and not other.twins]
+                for other in runs.active:
+                    if other.number in twins:
+                        other.twins.add(number)
+                with self._stats_lock:
+                    self.stats.indistinct_runs += 1 + len(told_apart_until_now)
         log.debug("Durable: run %s started", run.path)
+        if twins:
+            self._warn_of_identical_runs(name)
+            if matching and run.reads:
+                return None, f"it cannot be told apart from another run that asks the same: {_NAME_THE_RUNS}"
         if found is not None or not untaken or not run.reads:
             return found, None
         reason = "no recorded run starts with this call"
@@ -807,9 +844,9 @@ class DurableJournal:
             return
         self._warned_of_identical_runs = True
         log.warning(
-            "Durable: agent runs that ask the same started concurrently; a retry matches them to the journal "
-            "in the order their first calls start, which may differ: give each its own durable_key "
-            "(run_durably(..., durable_key=...)) model=%r",
+            "Durable: agent runs that ask the same started concurrently, so a retry cannot tell which recorded "
+            "run is whose; they run live on every try: %s model=%r",
+            _NAME_THE_RUNS,
             name,
         )
 
