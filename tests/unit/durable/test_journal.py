@@ -5,6 +5,7 @@ import logging
 from collections import Counter
 
 import pytest
+from tries import WorkerDied
 
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import (
@@ -99,6 +100,35 @@ def test_an_entry_left_by_a_longer_older_try_is_never_taken_for_a_step_after_a_c
         agent.call(run, "model", "gpt", ["other"])
         agent.call(run, "tool", "weather", {"city": "Paris"})  # position 2 was recorded after the old 1
     assert agent.live_calls == {"weather": 1}
+
+
+def test_a_stale_entry_of_an_older_longer_try_never_replays_after_a_changed_step_even_where_its_call_coincides():
+    storage = InMemoryStorage()
+
+    def calls(agent: Agentish, journal: DurableJournal, second_city: str, *, die_at_third: bool = False) -> None:
+        with journal.run() as run:
+            agent.call(run, "model", "gpt", ["plan"])
+            agent.call(run, "tool", "weather", {"city": second_city})
+            step = run.claim("tool", "book", fingerprint({"seat": "1A"}))
+            with step.running(mark_in_flight=True):
+                agent.live_calls["book"] += 1
+                if die_at_third:
+                    raise WorkerDied
+            step.record("booked 1A")
+            # Numbered call ids make the next call coincide with the one try 1 recorded here.
+            agent.call(run, "tool", "charge", {"amount": 5, "call_id": "call_4"})
+            agent.call(run, "model", "gpt", ["plan", "done"])
+
+    calls(Agentish(), DurableJournal(storage), "Paris")  # try 1 records positions 1..5
+    with pytest.raises(WorkerDied):  # try 2 changes position 2 and dies in the call at 3
+        calls(Agentish(), DurableJournal(storage), "Lyon", die_at_third=True)
+
+    third, journal = Agentish(), DurableJournal(storage)
+    calls(third, journal, "Lyon")
+    # 1 and 2 replay (2 as try 2 recorded it); 3 was cut off; try 1's 4 and 5 followed another 2.
+    assert third.live_calls == {"book": 1, "charge": 1, "gpt": 1}
+    assert journal.stats.replayed == {"model": 1, "tool": 1}
+    assert [key for key, _, _ in journal.stats.divergences] == ["1.4"]
 
 
 @pytest.mark.parametrize(
