@@ -209,3 +209,40 @@ def test_test_connection_tries_once_whatever_max_retries_the_extra_gives(connect
         httpd.shutdown()
     assert (ok, message) == (False, f"{base_url} answered GET /models with HTTP 500")
     assert paths == ["/v1/models"]
+
+
+NOT_A_MODEL_LIST = {
+    "html": ("text/html", b"<html><body>Welcome to nginx!</body></html>"),
+    "list-without-data": ("application/json", b'{"object": "list"}'),
+    "data-not-a-list": ("application/json", b'{"object": "list", "data": "gpt-a"}'),
+    "json-array": ("application/json", b'[{"id": "gpt-a"}]'),
+    "bad-json": ("application/json", b'{"object": "list", "data": ['),
+    "empty": ("application/json", b""),
+}
+
+
+@pytest.mark.parametrize("answer", NOT_A_MODEL_LIST)
+def test_test_connection_to_an_endpoint_that_answers_no_model_list_says_so(connection, answer):
+    content_type, body = NOT_A_MODEL_LIST[answer]
+
+    class NotOpenAI(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), NotOpenAI) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        ok, message = connection(password=KEY, host=base_url).test_connection()
+        httpd.shutdown()
+    assert (ok, message) == (
+        False,
+        f"{base_url} answered GET /models without a model list, so it is not an OpenAI-compatible endpoint: "
+        "check the base URL (most end in /v1)",
+    )

@@ -96,7 +96,7 @@ class OpenAIAgentsHook(BaseHook):
         base_url = str(client.base_url).rstrip("/")
         try:
             with client:
-                count = len(client.models.list().data)
+                models = client.models.list().data
         except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
             # The message is not shown: the real API echoes part of the key in it.
             return False, f"{base_url} refused the API key (HTTP {error.status_code}): check the connection's password"
@@ -109,7 +109,14 @@ class OpenAIAgentsHook(BaseHook):
             return False, f"{base_url} answered GET /models with HTTP {error.status_code}"
         except openai.APIConnectionError as error:
             return False, f"Could not reach {base_url}: {_cause(error)}"
-        return True, f"{base_url} accepted the API key ({count} models listed)"
+        except (ValueError, AttributeError):
+            models = None  # not JSON, or JSON the client cannot read as a page (an HTML page, an array)
+        if not isinstance(models, list):
+            return False, (
+                f"{base_url} answered GET /models without a model list, so it is not an OpenAI-compatible "
+                "endpoint: check the base URL (most end in /v1)"
+            )
+        return True, f"{base_url} accepted the API key ({len(models)} models listed)"
 
 
 TEST_TIMEOUT_SECONDS = 10.0
