@@ -1,7 +1,8 @@
 """
-The listener that ends each durable try (R-21 to R-23), called as Airflow calls it, on a journal
-bound to a task instance the way a running task binds it: success deletes everything every try
-recorded, a failure keeps it, and nothing is deleted when one agent run inside the task returns.
+The listener that ends each durable try (R-21 to R-23, R-52), called as Airflow calls it, on a
+journal bound to a task instance the way a running task binds it: success deletes everything every
+try recorded (also when the successful try ran no agent, also after the Fernet key changed), a
+failure keeps it, and nothing is deleted when one agent run inside the task returns.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from airflow.providers.common.ai.durable import task_instance
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.plugins import durable as listener
 
@@ -25,8 +26,10 @@ class TaskStateStore:
 
     def __init__(self) -> None:
         self.rows: dict[str, str] = {}
+        self.reads: list[str] = []
 
     def get(self, key: str, default: Any = None) -> Any:
+        self.reads.append(key)
         return json.loads(self.rows[key]) if key in self.rows else default
 
     def set(self, key: str, value: Any, *, retention: Any = None) -> None:
@@ -59,14 +62,25 @@ class TaskInstance:
     def start_try(self) -> SimpleNamespace:
         """The next try starts running in this process: its context is the current task context."""
         self.try_number += 1
+        context: dict[str, Any] = {}
         self.ti = SimpleNamespace(
-            dag_id="triage", run_id="manual__1", task_id="agent", map_index=self.map_index, try_number=self.try_number
+            dag_id="triage",
+            run_id="manual__1",
+            task_id="agent",
+            map_index=self.map_index,
+            try_number=self.try_number,
+            get_template_context=lambda: context,
         )
-        context: dict[str, Any] = {"ti": self.ti}
+        context["ti"] = self.ti
         if self.where == "task_state_store":
             context["task_state_store"] = self.store
         self.monkeypatch.setattr(task_instance, "_running_task_context", lambda: context)
         return self.ti
+
+    def resume(self) -> None:
+        """The try resumes after it waited (deferred, or awaiting input), in a new worker process."""
+        self.monkeypatch.setattr(task_instance, "_journals", {})
+        self.monkeypatch.setattr(task_instance, "_summaries", {})
 
     def stored(self) -> set[str]:
         """The journal entries stored for this task instance."""
@@ -74,6 +88,10 @@ class TaskInstance:
             return {key for key in self.store.rows if key.startswith(KEY_PREFIX)}
         folder = f"map_index={self.map_index}"
         return {str(path.relative_to(self.cache_path)) for path in self.cache_path.rglob(f"{folder}/*.json")}
+
+    def journal_keys(self) -> set[str]:
+        """The keys of the journal's entries, as the journal names them (``1.2.1.1``)."""
+        return {key.removeprefix(KEY_PREFIX).rsplit("/", 1)[-1].removesuffix(".json") for key in self.stored()}
 
     def succeeded(self) -> None:
         listener.on_task_instance_success(previous_state="running", task_instance=self.ti)
@@ -225,7 +243,7 @@ def test_the_success_of_one_mapped_task_instance_deletes_only_its_own_journal(wh
     assert (len(model.calls), lookups.runs) == (1, ["T-1", "T-1"])  # map index 1 still replays
 
 
-def test_the_hooks_leave_alone_a_try_that_opened_no_journal(task):
+def test_a_try_that_ran_no_agent_and_failed_keeps_the_journal_of_earlier_tries(task):
     lookups = Lookups()
     task.start_try()
     with pytest.raises(ConnectionError):
@@ -233,8 +251,99 @@ def test_the_hooks_leave_alone_a_try_that_opened_no_journal(task):
     task.failed()
     recorded = task.stored()
 
-    # A later try that never ran a durable agent (it failed before, or ran none) succeeds.
-    task.start_try()
-    task.succeeded()
+    task.start_try()  # fails before it reaches its agent
     task.failed()
-    assert task.stored() == recorded
+    assert task.stored() == recorded != set()
+
+
+def test_a_try_that_ran_no_agent_and_succeeded_deletes_what_earlier_tries_recorded(task):
+    lookups = Lookups()
+    task.start_try()
+    with pytest.raises(ConnectionError):
+        run_durably_sync(agent(lookups, LOOKUP, ConnectionError("outage"))[0], "Triage T-1.")
+    task.failed()
+    assert task.stored()
+
+    task.start_try()  # the ticket was closed meanwhile: this try returns before its agent
+    task.succeeded()
+    assert task.stored() == set()
+
+
+def test_a_first_try_that_ran_no_agent_reads_nothing_of_the_store_when_it_succeeds():
+    store = TaskStateStore()
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)
+    ti.get_template_context = lambda: {"ti": ti, "task_state_store": store}
+    listener.on_task_instance_success(previous_state="running", task_instance=ti)
+    assert store.reads == []
+
+    ti.try_number = 2  # a retry or a clear: an earlier try may have left a journal, which is looked for
+    listener.on_task_instance_success(previous_state="running", task_instance=ti)
+    assert store.reads == [f"{KEY_PREFIX}0", f"{KEY_PREFIX}1.1"]
+
+
+def test_a_try_that_resumed_without_running_its_agent_again_deletes_what_it_recorded_before_it_waited(task):
+    class Task:
+        """A task whose execution runs an agent and waits; resumed, it finishes without one."""
+
+        def execute(self, context: Any) -> None:
+            run_durably_sync(agent(Lookups(), LOOKUP, [assistant_message("Waiting for the customer.")])[0], "T-1")
+
+        def resume_execution(self, next_method: str, next_kwargs: Any, context: Any) -> str:
+            return "the customer answered"
+
+    ti = task.start_try()
+    ti.task = Task()
+    listener.on_task_instance_running(previous_state="queued", task_instance=ti)
+    ti.task.execute(context={})
+    assert task.stored()
+
+    task.resume()
+    ti.task = Task()
+    listener.on_task_instance_running(previous_state="queued", task_instance=ti)
+    assert ti.task.resume_execution("execute_complete", {}, context={}) == "the customer answered"
+    task.succeeded()
+    assert task.stored() == set()
+
+
+class Expert:
+    """A tool that asks a billing expert, an agent of its own (a nested run); counts the expert's requests."""
+
+    def __init__(self) -> None:
+        self.model = ScriptedModel([[assistant_message("A duplicate authorisation.")]])
+
+        @function_tool
+        async def ask_expert(question: str) -> str:
+            """Asks the billing expert."""
+            return (await run_durably(Agent(name="expert", model=self.model), question)).final_output
+
+        self.tool = ask_expert
+
+
+ASK = [function_call("ask_expert", {"question": "Charged twice?"}, call_id="c1")]
+
+
+@pytest.mark.parametrize("try_2_asks_the_expert", [True, False])
+def test_after_the_fernet_key_changed_between_tries_success_deletes_the_nested_runs_earlier_tries_recorded(
+    task, monkeypatch, try_2_asks_the_expert
+):
+    from cryptography.fernet import Fernet
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    task.start_try()
+    expert = Expert()
+    researcher = Agent(name="researcher", model=ScriptedModel([ASK, ConnectionError("outage")]), tools=[expert.tool])
+    with pytest.raises(ConnectionError):
+        run_durably_sync(researcher, "Why was ada charged twice?")
+    task.failed()
+    assert {"0", "1.1", "1.2", "1.2.1.1"} <= task.journal_keys()
+
+    # The key was replaced, not rotated: try 2 reads nothing try 1 wrote, the index included.
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    task.start_try()
+    expert = Expert()
+    answers = [ASK, [assistant_message("One refund due.")]] if try_2_asks_the_expert else [[assistant_message("?")]]
+    model = ScriptedModel(answers)
+    run_durably_sync(Agent(name="researcher", model=model, tools=[expert.tool]), "Why was ada charged twice?")
+    assert (len(model.calls), len(expert.model.calls)) == (len(answers), int(try_2_asks_the_expert))
+    task.succeeded()
+    assert task.stored() == set()

@@ -697,6 +697,8 @@ class DurableJournal:
         # The steps any try started runs under (read from the index entry once), None until needed.
         self._parents: set[str] | None = None
         self._index_stored = False
+        # False once an index this journal read could not be read: runs may be under any step.
+        self._index_complete = True
         self._warned_of_identical_runs = False
         #: Called after each top-level run ends, however it ends (the task keeps its try's summary so far).
         self.after_each_run: Callable[[], None] | None = None
@@ -763,7 +765,9 @@ class DurableJournal:
         self._runs_under.clear()
         self._parents = None
         self._index_stored = False
-        log.info("Durable: journal deleted")
+        self._index_complete = True
+        if keys:
+            log.info("Durable: journal deleted")
 
     def _number(
         self, run: DurableRun, kind: str, name: str, fingerprint: str | None, parts: dict[str, Any] | None = None
@@ -856,7 +860,10 @@ class DurableJournal:
         if parent in parents:
             return
         parents.add(parent)
-        entry = {"format": FORMAT_VERSION, "kind": "index", "parents": sorted(parents)}
+        entry: dict[str, Any] = {"format": FORMAT_VERSION, "kind": "index", "parents": sorted(parents)}
+        if not self._index_complete:
+            # The parents an unreadable index named are lost: the clean-up looks under every step.
+            entry["complete"] = False
         self._index_stored = True
         self._io.write(_INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
 
@@ -864,9 +871,16 @@ class DurableJournal:
         if self._parents is None:
             entry, problem = self._read_entry(_INDEX_KEY)
             self._index_stored = (entry, problem) != (None, None)
-            if problem:
-                log.warning("Durable: the journal's index cannot be read; it is rewritten reason=%r", problem)
             parents = entry.get("parents") if entry else None
+            if entry is not None and not isinstance(parents, list):
+                problem = "it names no parents"
+            if problem:
+                log.warning(
+                    "Durable: the journal's index cannot be read; clean-up looks for nested runs under every step "
+                    "reason=%r",
+                    problem,
+                )
+            self._index_complete = problem is None and (entry is None or entry.get("complete") is not False)
             self._parents = {p for p in parents if isinstance(p, str)} if isinstance(parents, list) else set()
         return self._parents
 
@@ -921,12 +935,15 @@ class DurableJournal:
 
     def _stored_keys(self) -> Iterator[str]:
         """
-        Every key stored: the runs under the journal and under each step the index names, each
-        numbered without gaps, each run's positions without gaps. Nothing this try knows is read
-        again: not what it claimed, not what it read ahead, not past a run it numbered itself or
-        the last run under a step it started runs under.
+        Every key stored: the runs under the journal and under each step the index names (under
+        every step, once an index could not be read), each numbered without gaps, each run's
+        positions without gaps. Nothing this try knows is read again: not what it claimed, not what
+        it read ahead, not past a run it numbered itself or the last run under a step it started
+        runs under.
         """
-        for parent in ["", *sorted(self._stored_parents())]:
+        parents = ["", *sorted(self._stored_parents())]
+        looked_under = set(parents)
+        for parent in parents:  # and the steps appended to it on the way
             runs = self._runs_under.get(parent)
             last = max([len(runs.recorded), *runs.taken]) if runs is not None else None
             for number in count(1):
@@ -951,6 +968,9 @@ class DurableJournal:
                     if stored:
                         yield _snapshot_key(path)
                 yield from keys
+                if not self._index_complete:
+                    parents.extend(key for key in keys if key not in looked_under)
+                    looked_under.update(keys)
         if self._index_stored:
             yield _INDEX_KEY
 

@@ -11,6 +11,7 @@ from airflow.providers.common.ai.durable.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.journal import DurableJournal
 from airflow.providers.common.ai.durable.storage import JournalStorage
 from airflow.providers.common.ai.durable.summaries import (
+    FAILED,
     UNFINISHED,
     ObjectStorageSummaries,
     SummaryStore,
@@ -53,6 +54,13 @@ def _running_task_context() -> Any | None:
         return None
 
 
+def _cache_path() -> str:
+    """``[common.ai] durable_cache_path``, or ``""`` when it is not set."""
+    from airflow.configuration import conf
+
+    return (conf.get("common.ai", "durable_cache_path", fallback="") or "").strip()
+
+
 def storage_for_task(context: Any) -> JournalStorage:
     """
     The storage of the journal of the task instance ``context`` belongs to.
@@ -60,12 +68,11 @@ def storage_for_task(context: Any) -> JournalStorage:
     The task state store when Airflow offers it (3.3+), else ``[common.ai] durable_cache_path``;
     refuses, naming the option, when neither is there.
     """
-    from airflow.configuration import conf
     from airflow.exceptions import AirflowConfigException
 
     ti = context["ti"]
     identity = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
-    cache_path = (conf.get("common.ai", "durable_cache_path", fallback="") or "").strip()
+    cache_path = _cache_path()
     accessor = context.get("task_state_store")
     if accessor is not None:
         from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
@@ -157,6 +164,36 @@ def bound_journal_of_running_task() -> DurableJournal | None:
     return _journals.get(_try_key(context["ti"])) if context is not None else None
 
 
+def keep_summary_of_failed_try(ti: Any) -> None:
+    """
+    As ``ti``'s try fails, inside the try: keep its summary as failed, once, if it opened a journal.
+
+    Before the task runner reports the failure: after it, Airflow 3.3 refuses the write of a try
+    that has retries left (the next try owns the task instance's rows).
+    """
+    key = _try_key(ti)
+    journal, summaries = _journals.get(key), _summaries.pop(key, None)
+    if journal is None or summaries is None:
+        return
+    journal.settle()
+    write_summary(summaries, journal, try_number=ti.try_number, outcome=FAILED)
+
+
+def journal_left_by_earlier_tries(ti: Any) -> DurableJournal | None:
+    """
+    The journal of ``ti``'s task instance, for a try that ended without opening it; ``None`` where
+    none can be kept: outside a worker (the api-server marks a task instance), or where neither the
+    task state store nor ``[common.ai] durable_cache_path`` is there.
+    """
+    get_template_context = getattr(ti, "get_template_context", None)
+    if get_template_context is None:
+        return None
+    context = get_template_context()
+    if context.get("task_state_store") is None and not _cache_path():
+        return None
+    return DurableJournal(EncryptedStorage(storage_for_task(context)))
+
+
 def take_journal(ti: Any) -> DurableJournal | None:
     """Hand over, once, the journal this process opened for ``ti``'s try, if it opened one."""
     return _journals.pop(_try_key(ti), None)
@@ -167,10 +204,8 @@ def summary_store_for_task(context: Any) -> SummaryStore:
     accessor = context.get("task_state_store")
     if accessor is not None:
         return TaskStateStoreSummaries(accessor)
-    from airflow.configuration import conf
-
     ti = context["ti"]
-    base = _cache_path_base((conf.get("common.ai", "durable_cache_path", fallback="") or "").strip())
+    base = _cache_path_base(_cache_path())
     return ObjectStorageSummaries(base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index)
 
 

@@ -6,37 +6,110 @@ A listener, not code in the agent helpers, because the journal belongs to the ta
 that runs two agents and fails in the second must replay the first as well, so nothing may be
 deleted before Airflow knows the whole task succeeded. Airflow calls these hooks in the process
 that ran the try, after the task's outcome is known.
+
+A failed try's summary is the exception: it is written inside the try, as the task's execution
+raises, because Airflow 3.3 refuses a write to the task state store from a try that failed with
+retries left once it has reported the failure (the next try owns the task instance by then).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.common.compat.sdk import hookimpl
 
 from airflow.providers.common.ai.durable.summaries import FAILED, SUCCESS, write_summary
-from airflow.providers.common.ai.durable.task_instance import take_journal, take_summary_store
+from airflow.providers.common.ai.durable.task_instance import (
+    journal_left_by_earlier_tries,
+    keep_summary_of_failed_try,
+    take_journal,
+    take_summary_store,
+)
 from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, FASTAPI_APPS
 
 log = logging.getLogger(__name__)
+
+# The exceptions with which a task's execution ends its try without failing it: it waits
+# (deferred, awaiting input, rescheduled), skipped itself, or is done another way.
+_NOT_FAILURES = (
+    "TaskDeferred",
+    "TaskAwaitingInput",
+    "AirflowRescheduleException",
+    "AirflowSkipException",
+    "DownstreamTasksSkipped",
+    "DagRunTriggerException",
+)
+
+
+
+def _fails_the_try(error: BaseException) -> bool:
+    from airflow.sdk import exceptions
+
+    not_failures = tuple(getattr(exceptions, name) for name in _NOT_FAILURES if hasattr(exceptions, name))
+    return not isinstance(error, not_failures)
+
+
+class _KeepingAFailure:
+    """A try's ``execute`` or ``resume_execution``: when it fails the try, the try's summary is kept as failed."""
+
+    def __init__(self, call: Callable[..., Any], task_instance: Any) -> None:
+        functools.update_wrapper(self, call)
+        self._call = call
+        self._task_instance = task_instance
+        #: Whether the task runner called it in this try.
+        self.called = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.called = True
+        try:
+            return self._call(*args, **kwargs)
+        except BaseException as error:
+            if _fails_the_try(error):
+                keep_summary_of_failed_try(self._task_instance)
+            raise
+
+
+def _resumed(task_instance: Any) -> bool:
+    """Whether this try ran on after it waited (deferred, or awaiting input)."""
+    resume = getattr(getattr(task_instance, "task", None), "resume_execution", None)
+    return isinstance(resume, _KeepingAFailure) and resume.called
 
 
 def _finish(task_instance: Any, *, succeeded: bool) -> None:
     journal = take_journal(task_instance)
     summaries = take_summary_store(task_instance)
-    if journal is None:
-        return
-    if summaries is not None:
-        # Before the journal is deleted: the summary is what the journal page shows after success.
-        outcome = SUCCESS if succeeded else FAILED
-        write_summary(summaries, journal, try_number=task_instance.try_number, outcome=outcome)
     try:
+        if journal is None:
+            # A try that ran no agent: on success, the journal an earlier try (or this try before it
+            # waited) left is deleted all the same. A first try that never waited had none to leave.
+            if succeeded and (task_instance.try_number > 1 or _resumed(task_instance)):
+                left = journal_left_by_earlier_tries(task_instance)
+                if left is not None:
+                    left.delete()
+            return
+        journal.settle()
+        if summaries is not None:
+            # Before the journal is deleted: the summary is what the journal page shows after success.
+            outcome = SUCCESS if succeeded else FAILED
+            write_summary(summaries, journal, try_number=task_instance.try_number, outcome=outcome)
         journal.finish(succeeded=succeeded)
     except Exception:
         log.exception("Durable: could not delete the journal; it is left for the clean-up described in the docs")
+
+
+@hookimpl
+def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
+    # The task is this try's own copy (prepare_for_execution), which the task runner calls next.
+    task = getattr(task_instance, "task", None)
+    if task is None:
+        return
+    task.execute = _KeepingAFailure(task.execute, task_instance)
+    task.resume_execution = _KeepingAFailure(task.resume_execution, task_instance)
 
 
 @hookimpl
