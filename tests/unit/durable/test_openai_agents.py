@@ -32,8 +32,10 @@ from airflow.providers.common.ai.durable.journal import DurableJournal, journal_
 from airflow.providers.common.ai.durable.openai_agents import (
     current_idempotency_key,
     run_durably,
+    run_durably_streamed,
     run_durably_sync,
 )
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
 
@@ -456,6 +458,26 @@ def test_server_side_conversations_are_refused_naming_the_option_before_any_call
     scripted = model([assistant_message("hi")])
     with pytest.raises(ValueError, match=option):
         Task().attempt(Agent(name="a", model=scripted), **{option: value})
+    assert scripted.calls == ()
+
+
+def test_a_conversations_session_kept_on_the_providers_servers_is_refused_before_any_call():
+    from agents import OpenAIConversationsSession
+    from openai import AsyncOpenAI
+
+    scripted = model([assistant_message("hi")])
+    client = AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    for session in (
+        OpenAIConversationsSession(openai_client=client),
+        OpenAIConversationsSession(conversation_id="conv_1", openai_client=client),
+    ):
+        with pytest.raises(ValueError, match=r"cannot use an OpenAIConversationsSession: .* use a session kept locally"):
+            Task().attempt(Agent(name="a", model=scripted), session=session)
+        with (
+            pytest.raises(ValueError, match="cannot use an OpenAIConversationsSession"),
+            journal_scope(DurableJournal(InMemoryStorage())),
+        ):
+            run_durably_streamed(Agent(name="a", model=scripted), "hi", session=session)
     assert scripted.calls == ()
 
 

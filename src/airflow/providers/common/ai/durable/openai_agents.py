@@ -64,6 +64,7 @@ try:
         ModelResponse,
         ModelSettings,
         ModelTracing,
+        OpenAIConversationsSession,
         OutputGuardrailTripwireTriggered,
         RunConfig,
         Runner,
@@ -158,6 +159,12 @@ def _refuse_server_side_conversation(kwargs: dict[str, Any]) -> None:
                 f"run_durably cannot use {option}: the conversation would live on the provider's "
                 "servers, which a replayed call never reaches; pass the conversation as input instead"
             )
+    if isinstance(kwargs.get("session"), OpenAIConversationsSession):
+        raise ValueError(
+            "run_durably cannot use an OpenAIConversationsSession: the conversation would live on the "
+            "provider's servers, which a replayed call never reaches; use a session kept locally "
+            "(SQLiteSession, SQLAlchemySession, ...) instead"
+        )
 
 
 def _model_name(model: Model) -> str:
