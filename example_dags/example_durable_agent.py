@@ -107,9 +107,9 @@ example_dag = example_durable_agent()
 
 if __name__ == "__main__":
     from airflow.providers.common.ai.testing import reply
-    from airflow.providers.common.ai.testing.examples import openai_connection_for_example
+    from airflow.providers.common.ai.testing.examples import run_example
 
-    # Offline, the local endpoint answers the model requests in this order and fails request 3 once.
+    # Offline (or with --serve PORT), the local endpoint answers the model requests in this order and fails request 3 once.
     offline_replies = [
         reply.tool_calls(("get_customer", {"email": "ada@example.com"}, "call_customer")),
         reply.tool_calls(("get_recent_orders", {"customer_id": "C-1024"}, "call_orders")),
@@ -118,5 +118,4 @@ if __name__ == "__main__":
             '"Business customer C-1024 was charged twice for order O-77 and asks for a refund."}'
         ),
     ]
-    with openai_connection_for_example("openai_default", offline_replies, fail_requests={3}):
-        example_dag.test()
+    run_example(example_dag, "openai_default", offline_replies, fail_requests={3})

@@ -78,13 +78,12 @@ example_dag = example_durable_approval()
 
 if __name__ == "__main__":
     from airflow.providers.common.ai.testing import reply
-    from airflow.providers.common.ai.testing.examples import openai_connection_for_example
+    from airflow.providers.common.ai.testing.examples import run_example
 
-    # Offline, the local endpoint answers the model requests in this order.
+    # Offline (or with --serve PORT), the local endpoint answers the model requests in this order.
     offline_replies = [
         reply.tool_calls(("lookup_order", {"order_id": "O-77"}, "call_lookup")),
         reply.tool_calls(("issue_refund", {"order_id": "O-77", "amount_eur": 40.0}, "call_refund")),
         reply.text("Refunded the second payment of 40 EUR on order O-77."),
     ]
-    with openai_connection_for_example("openai_default", offline_replies):
-        example_dag.test()
+    run_example(example_dag, "openai_default", offline_replies)

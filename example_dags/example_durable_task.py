@@ -95,9 +95,9 @@ example_dag = example_durable_task()
 
 if __name__ == "__main__":
     from airflow.providers.common.ai.testing import reply
-    from airflow.providers.common.ai.testing.examples import openai_connection_for_example
+    from airflow.providers.common.ai.testing.examples import run_example
 
-    # Offline, the local endpoint answers the model requests in this order and fails request 3 once.
+    # Offline (or with --serve PORT), the local endpoint answers the model requests in this order and fails request 3 once.
     offline_replies = [
         reply.text("Customer's parcel shows as delivered on Monday but never arrived."),
         reply.tool_calls(
@@ -112,5 +112,4 @@ if __name__ == "__main__":
         ),
         reply.text("Sent the customer an apology and told them we opened a trace with the carrier."),
     ]
-    with openai_connection_for_example("openai_default", offline_replies, fail_requests={3}):
-        example_dag.test()
+    run_example(example_dag, "openai_default", offline_replies, fail_requests={3})

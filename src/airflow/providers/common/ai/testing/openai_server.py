@@ -172,7 +172,7 @@ class _Answer:
 
 
 class FakeOpenAIServer:
-    """Serves the script on ``127.0.0.1`` at a free port; use as a context manager."""
+    """Serves the script on ``127.0.0.1`` at ``port`` (a free one by default); use as a context manager."""
 
     def __init__(
         self,
@@ -182,6 +182,7 @@ class FakeOpenAIServer:
         cut_requests: Iterable[int] = (),
         api_key: str | None = None,
         models: Iterable[str] = ("fake-model",),
+        port: int = 0,
     ) -> None:
         self._script = _Script(
             replies=list(replies),
@@ -190,7 +191,7 @@ class FakeOpenAIServer:
             api_key=api_key,
             models=list(models),
         )
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self._script))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self._script))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
