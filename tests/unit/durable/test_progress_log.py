@@ -38,3 +38,22 @@ def test_each_step_is_logged_when_it_completes_replayed_or_live(caplog):
         "Durable: tool 'weather' at 1.2 replayed",
         "Durable: model 'ScriptedModel' at 1.3 ran live",
     ]
+
+
+def test_a_tool_whose_failure_the_sdk_passed_to_the_model_is_logged_as_failed(caplog):
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        raise ConnectionError("the weather service is down")
+
+    calls = [function_call("weather", {"city": "Paris"}, call_id="c1")]
+    model = ScriptedModel([calls, [assistant_message("No weather today.")]])
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        tries.Task().attempt(Agent(name="a", model=model, tools=[weather]))
+    progress = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.getMessage().startswith("Durable: ")]
+    assert progress == [
+        "Durable: model 'ScriptedModel' at 1.1 ran live",
+        "Durable: tool 'weather' at 1.2 ran live and failed, so it runs again next try "
+        'reason="the SDK passed the tool\'s failure to the model as text"',
+        "Durable: model 'ScriptedModel' at 1.3 ran live",
+    ]

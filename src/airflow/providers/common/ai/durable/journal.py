@@ -272,6 +272,8 @@ class JournalStep:
         self._marked = False
         # Why this call, though it returned, did not complete and must not be recorded.
         self._incomplete: str | None = None
+        #: Why this live step failed, once it did: it is not recorded and runs again next try.
+        self.failure: str | None = None
         self._finished = False
         # Whether this replayed step is counted in the try's summary (see handed_out), and when.
         self._counted = False
@@ -375,6 +377,7 @@ class JournalStep:
         if self._finished:
             return
         self._finish()
+        self.failure = reason
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
         self._mark(_FAILED, "failure mark")
 

@@ -353,7 +353,10 @@ async def _after_earlier_writes(step: JournalStep) -> None:
 
 def _progress(step: JournalStep) -> None:
     # Each step as it completes, so that a long agent's task log shows how far it got.
-    log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
+    if step.failure is not None:
+        log.info("Durable: %s ran live and failed, so it runs again next try reason=%r", step.describe(), step.failure)
+    else:
+        log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
 
 
 def _durable_run_of(run_config: Any) -> _DurableAgentRun | None:
