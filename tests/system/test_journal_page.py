@@ -15,12 +15,8 @@ from airflow_services import AirflowServices
 from dag_runs import TEST_DAGS, durable_env
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
 DAG_ID = "durable_journal_page"
-#: On 3.3 a try that failed with a retry left can no longer write its task state store rows when it
-#: ended (Airflow has moved on to the next try): its summary so far says "unfinished".
-OUTCOME_OF_A_TRY_RETRIED = "unfinished" if AIRFLOW_V_3_3_PLUS else "failed"
 FERNET_KEY = base64.urlsafe_b64encode(b"the journal page tests' key.....").decode()
 
 RESEARCH = [
@@ -123,7 +119,9 @@ def test_the_tries_of_a_task_that_replayed_outlive_its_journal_with_what_replaye
     assert view["journal"] == []  # deleted after success
     assert len(view["tries"]) == 2, view["tries"]
     try_1, try_2 = view["tries"]
-    assert (try_1["outcome"], try_2["outcome"]) == (OUTCOME_OF_A_TRY_RETRIED, "success")
+    # Try 1 failed with a retry left: its summary was kept inside the try, before Airflow moved on to
+    # try 2 (on 3.3 the store refuses a write of the failed try once it reported the failure).
+    assert (try_1["outcome"], try_2["outcome"]) == ("failed", "success")
     assert try_1["usage"]["live"] == {"model": 4, "tool": 1}
     assert try_2["usage"]["replayed"] == {"model": 2, "tool": 1}
     assert try_2["usage"]["live"] == {"model": 1}
@@ -134,6 +132,19 @@ def test_the_tries_of_a_task_that_replayed_outlive_its_journal_with_what_replaye
     [divergence] = try_2["divergences"]
     assert divergence["step"] == "model 'gpt-4.1' at 3.1"
     assert divergence["reason"].endswith("input item 0 differs (counting from 0; the input has 1 items)")
+
+
+def test_an_ordinary_failed_try_logs_no_durable_warning(finished_run):
+    services, run_id, _ = finished_run
+    for task_id in ("kept", "replayed"):
+        log = services.task_log(DAG_ID, run_id, task_id, 1)
+        assert "Durable: replayed 0, ran live 5 (model 4, tool 1)" in log
+        warnings = [
+            line
+            for line in log.splitlines()
+            if line.startswith("{") and json.loads(line).get("level") == "warning" and "Durable:" in line
+        ]
+        assert warnings == [], warnings
 
 
 def test_the_page_shows_the_same_as_html(api):

@@ -225,3 +225,26 @@ def test_read_many_gives_each_key_its_entry_or_none_in_order(kind, tmp_path):
     storage.write("1.2", '{"b":2}')
     storage.write("1.1", '{"a":"é\\ud800"}')
     assert storage.read_many(["1.1", "1.3", "1.2"]) == ['{"a":"é\\ud800"}', None, '{"b":2}']
+
+
+@pytest.mark.parametrize(
+    "index",
+    ['{"format":3,"kind":"index","parents":"1.2"}', '{"format":3,"kind":"index"}', "not json", '{"format":99}'],
+)
+def test_an_index_that_cannot_be_read_hides_no_nested_run_from_the_clean_up(index, caplog):
+    # The task state store deletes key by key: it finds only what the journal names.
+    accessor = FakeTaskStateStore()
+    storage = make_storage("task-state-store", None, accessor)
+    journal = DurableJournal(storage)
+    with journal.run() as run:
+        step = run.claim("tool", "ask_expert", fingerprint({"q": 1}))
+        with step.running(mark_in_flight=True):
+            record_steps(journal, 2, live=[])  # a nested run, 1.1.1.1 and 1.1.1.2
+        step.record("answer")
+    journal.settle()
+    assert {f"{KEY_PREFIX}{key}" for key in ("0", "1.1", "1.1.1.1", "1.1.1.2")} <= set(accessor.rows)
+    accessor.rows[f"{KEY_PREFIX}0"] = json.dumps(index)  # another release, or edited by hand
+
+    DurableJournal(storage).delete()
+    assert accessor.rows == {}
+    assert "the journal's index cannot be read; clean-up looks for nested runs under every step" in caplog.text

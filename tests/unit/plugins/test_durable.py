@@ -347,3 +347,29 @@ def test_after_the_fernet_key_changed_between_tries_success_deletes_the_nested_r
     assert (len(model.calls), len(expert.model.calls)) == (len(answers), int(try_2_asks_the_expert))
     task.succeeded()
     assert task.stored() == set()
+
+
+def test_an_index_written_after_one_could_not_be_read_keeps_a_later_try_looking_under_every_step(task, monkeypatch):
+    from cryptography.fernet import Fernet
+
+    def try_with_the_expert(*answers) -> None:
+        expert = Expert()
+        researcher = Agent(name="researcher", model=ScriptedModel(list(answers)), tools=[expert.tool])
+        run_durably_sync(researcher, "Why was ada charged twice?")
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    task.start_try()
+    with pytest.raises(ConnectionError):
+        try_with_the_expert(ASK, ConnectionError("outage"))
+    task.failed()
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    task.start_try()  # cannot read try 1's index, writes one of its own for its nested run, fails
+    with pytest.raises(ConnectionError):
+        try_with_the_expert(ASK, ConnectionError("outage"))
+    task.failed()
+    assert {"1.2.1.1", "2.2.1.1"} <= task.journal_keys()
+
+    task.start_try()  # reads try 2's index, which cannot name 1.2; replays try 2's run and succeeds
+    try_with_the_expert([assistant_message("One refund due.")])
+    task.succeeded()
+    assert task.stored() == set()
