@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from airflow.providers.common.ai.durable.fingerprint import fingerprint, why_fingerprints_differ
+from airflow.providers.common.ai.durable.masking import masked_text
 
 # Enough to tell parts apart in an explanation, small enough for a part per input item.
 _DIGEST_LENGTH = 12
@@ -46,24 +47,24 @@ def _digest(value: Any) -> str:
     return digest.rpartition(":")[2][:_DIGEST_LENGTH] if digest is not None else ""
 
 
-def _named(entries: list[Any]) -> dict[str, str]:
-    named: dict[str, str] = {}
-    for position, entry in enumerate(entries):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        key = str(name) if name is not None else f"#{position}"
-        while key in named:  # two entries under one name: the second is told apart by its position
+def _by_name(named: list[tuple[Any, Any]]) -> dict[str, str]:
+    """The digest of each value by its name, masked; a name taken already is told apart by its position."""
+    digests: dict[str, str] = {}
+    for position, (name, value) in enumerate(named):
+        key = masked_text(str(name)) if name is not None else f"#{position}"
+        while key in digests:
             key = f"{key}#{position}"
-        named[key] = _digest(entry)
-    return named
+        digests[key] = _digest(value)
+    return digests
 
 
 def _digested(value: Any, shape: str | None) -> Any:
     if shape == _ITEMS and isinstance(value, list):
         return [_digest(item) for item in value]
     if shape == _FIELDS and isinstance(value, dict):
-        return {str(key): _digest(item) for key, item in value.items()}
+        return _by_name(list(value.items()))
     if shape == _NAMED and isinstance(value, list):
-        return _named(value)
+        return _by_name([(entry.get("name") if isinstance(entry, dict) else None, entry) for entry in value])
     return _digest(value)
 
 

@@ -1,11 +1,12 @@
 """
 Fingerprints of what a journaled call asked: a keyed hash (HMAC-SHA256) of one canonical JSON
-rendering.
+rendering, with every secret Airflow's masker knows replaced.
 
 A plain hash of a request can be brute-forced offline when the request held a short secret (a
 PIN): the key, derived from Airflow's ``[core] fernet_key``, is never stored with the journal and
 is the same on every worker that shares Airflow's configuration. Without a Fernet key the hash is
-plain SHA-256, with a warning. A fingerprint names its key (``hmac-sha256:<key id>:<digest>``),
+plain SHA-256, with a warning; either way it is taken over the masked rendering, so no secret the
+masker knows enters a stored hash. A fingerprint names its key (``hmac-sha256:<key id>:<digest>``),
 so a journal recorded under another key is told apart from a changed request. Hashed under the
 current (first) key, it also knows its forms under the later keys of ``[core] fernet_key``, so that
 after a rotation (a new key put in front of the old one) a recorded call still matches
@@ -15,6 +16,7 @@ after a rotation (a new key put in front of the old one) a recorded call still m
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import datetime
 import enum
@@ -27,6 +29,8 @@ import uuid
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
+
+from airflow.providers.common.ai.durable.masking import masked
 
 log = logging.getLogger(__name__)
 
@@ -108,29 +112,70 @@ class Fingerprint(str):
     forms: tuple[str, ...]
 
 
+def masked_json(rendered: str) -> str:
+    """
+    A rendering of :func:`canonical_json` with every secret the masker knows replaced in its
+    strings and keys: ``rendered`` itself when it holds none.
+    """
+    value, changed = masked(json.loads(rendered))
+    return canonical_json(value) if changed else rendered
+
+
+class FingerprintHasher:
+    """The fingerprint of a masked rendering given in pieces, as :func:`fingerprint` hashes it whole."""
+
+    def __init__(self) -> None:
+        keys = fingerprint_key()
+        self._key_ids = [key_id for _, key_id in keys] if keys is not None else None
+        self._hashes: list[Any] = [hmac.new(secret, digestmod=hashlib.sha256) for secret, _ in keys or ()]
+        if not self._hashes:
+            self._hashes.append(hashlib.sha256())
+
+    def update(self, text: str) -> None:
+        # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.
+        data = text.encode("utf-8", "surrogatepass")
+        for hashed in self._hashes:
+            hashed.update(data)
+
+    def copy(self) -> FingerprintHasher:
+        """A hasher that goes on from what this one has hashed so far."""
+        copied = copy.copy(self)
+        copied._hashes = [hashed.copy() for hashed in self._hashes]
+        return copied
+
+    def fingerprint(self) -> str:
+        """The fingerprint of what was hashed: under every key of ``[core] fernet_key`` (see :class:`Fingerprint`)."""
+        if self._key_ids is None:
+            return f"sha256:{self._hashes[0].hexdigest()}"
+        forms = tuple(
+            f"hmac-sha256:{key_id}:{hashed.hexdigest()}"
+            for key_id, hashed in zip(self._key_ids, self._hashes, strict=True)
+        )
+        result = Fingerprint(forms[0])
+        result.forms = forms
+        return result
+
+
+def fingerprint_of_json(rendered: str) -> str:
+    """The fingerprint of a masked rendering (see :func:`masked_json`)."""
+    hasher = FingerprintHasher()
+    hasher.update(rendered)
+    return hasher.fingerprint()
+
+
 def fingerprint(value: Any, *, what: str = "a call") -> str | None:
     """
-    Return the keyed digest of ``value``'s canonical JSON, or ``None`` with a warning.
+    Return the keyed digest of ``value``'s canonical JSON, masked, or ``None`` with a warning.
 
     A call without a fingerprint cannot be matched against a recorded one, so it runs live; it
     never fails the task.
     """
     try:
-        rendered = canonical_json(value)
+        rendered = masked_json(canonical_json(value))
     except UnrenderableValueError as error:
         log.warning("Durable: cannot fingerprint %s, so it runs live: %s", what, error)
         return None
-    # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.
-    data = rendered.encode("utf-8", "surrogatepass")
-    keys = fingerprint_key()
-    if keys is None:
-        return f"sha256:{hashlib.sha256(data).hexdigest()}"
-    forms = tuple(
-        f"hmac-sha256:{key_id}:{hmac.new(secret, data, hashlib.sha256).hexdigest()}" for secret, key_id in keys
-    )
-    result = Fingerprint(forms[0])
-    result.forms = forms
-    return result
+    return fingerprint_of_json(rendered)
 
 
 def recorded_form(recorded: Any, current: str | None) -> str | None:

@@ -28,7 +28,6 @@ import functools
 import hashlib
 import json
 import logging
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -37,11 +36,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
-from urllib.parse import unquote, unquote_plus
 
 from airflow.providers.common.ai.durable.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.fingerprint import recorded_form
 from airflow.providers.common.ai.durable.journal_io import JournalIO
+from airflow.providers.common.ai.durable.masking import masked, masked_text
 from airflow.providers.common.ai.durable.storage import JournalStorage
 from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage
 
@@ -80,87 +79,6 @@ _NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entrie
 
 _scoped_journal: ContextVar[DurableJournal | None] = ContextVar("durable_scoped_journal", default=None)
 _running_step: ContextVar[JournalStep | None] = ContextVar("durable_running_step", default=None)
-
-
-_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt])")
-
-
-def _json_unescaped(text: str) -> str:
-    return _JSON_ESCAPE.sub(lambda match: json.loads(f'"{match.group()}"'), text)
-
-
-def _decoded_once(text: str) -> Iterator[str]:
-    if "\\" in text:
-        yield _json_unescaped(text)
-    if "%" in text or "+" in text:
-        yield unquote(text)
-        yield unquote_plus(text)
-
-
-def _decoded_forms(text: str, *, depth: int = 3) -> Iterator[str]:
-    """``text`` read as JSON-escaped and as URL-encoded, up to ``depth`` times: forms a secret may hide in."""
-    seen, layer = {text}, [text]
-    for _ in range(depth):
-        layer = [form for item in layer for form in _decoded_once(item) if form not in seen]
-        seen.update(layer)
-        yield from layer
-
-
-def masked_text(text: str) -> str:
-    """``text`` with every secret the masker knows replaced, also where it sits escaped or encoded."""
-    masked = _redact(text)
-    for _ in range(4):
-        # A secret that only shows once decoded: the decoded form is stored, masked.
-        revealing = next((form for form in _decoded_forms(masked) if _redact(form) != form), None)
-        if revealing is None:
-            return masked
-        masked = _redact(revealing)
-    return masked
-
-
-def _masked(value: Any) -> tuple[Any, bool]:
-    """``value`` with every secret Airflow's masker knows replaced, and whether there was one."""
-    # Not redact(value) on the whole structure: it also hides every value under a key that looks
-    # sensitive, and a recorded answer's "input_tokens" would come back as "***". A loop, not
-    # recursion: a value nested deeper than Python's recursion limit is masked too.
-    changed = False
-
-    def masked(item: Any) -> Any:
-        nonlocal changed
-        if isinstance(item, str):
-            text = masked_text(item)
-            changed = changed or text != item
-            return text
-        return item
-
-    root: list[Any] = [value]
-    pending: list[tuple[Any, Any]] = [(root, 0)]
-    while pending:
-        container, index = pending.pop()
-        item = container[index]
-        if isinstance(item, dict):
-            copied = {masked(key): child for key, child in item.items()}
-            container[index] = copied
-            pending.extend((copied, key) for key in copied)
-        elif isinstance(item, (list, tuple)):
-            container[index] = list(item)
-            pending.extend((container[index], position) for position in range(len(item)))
-        else:
-            container[index] = masked(item)
-    return root[0], changed
-
-
-def _redact(text: str) -> str:
-    # A str comes back a str.
-    return _redactor()(text)
-
-
-@functools.cache
-def _redactor() -> Callable[[Any], Any]:
-    # Looked up once: the compat module resolves each attribute access anew.
-    from airflow.providers.common.compat.sdk import redact
-
-    return redact
 
 
 @dataclass
@@ -343,12 +261,12 @@ class JournalStep:
             self.fail(self._incomplete)
             return False
         self._finish()
-        masked, held_a_secret = _masked(result)
+        stored, held_a_secret = masked(result)
         state = _MASKED if held_a_secret else _DONE
         meta = {**({"tokens": self._tokens} if self._tokens is not None else {}), **(meta or {})}
-        written = self.run.journal._write(self, self._entry(state, result=masked, meta=meta), what="result")
+        written = self.run.journal._write(self, self._entry(state, result=stored, meta=meta), what="result")
         if written:
-            self.recorded = masked
+            self.recorded = stored
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
         return written and not held_a_secret
@@ -423,7 +341,8 @@ class JournalStep:
         return {
             "format": FORMAT_VERSION,
             "kind": self.kind,
-            "name": self.name,
+            # A name that holds a secret is stored masked: it then matches no call and runs live.
+            "name": masked_text(self.name),
             "fingerprint": self.fingerprint,
             "follows": self.follows,
             "state": state,

@@ -1,0 +1,130 @@
+"""
+Airflow's secret masker over what the journal stores: texts, and JSON values string by string.
+
+A secret the masker knows is replaced wherever it shows: in plain, and in the forms a text may
+hold it in, JSON-escaped or URL-encoded, up to three layers deep (a password in the arguments of a
+tool call sits JSON-escaped inside a JSON string).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import unquote, unquote_plus
+
+_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt])")
+
+# Between the strings of a value joined to be checked at once: no decoding reads a character
+# beyond it, so each string decodes there as it does alone.
+_BETWEEN_STRINGS = "\0"
+
+
+def _json_unescaped(text: str) -> str:
+    return _JSON_ESCAPE.sub(lambda match: json.loads(f'"{match.group()}"'), text)
+
+
+def _decoded_once(text: str) -> Iterator[str]:
+    if "\\" in text:
+        yield _json_unescaped(text)
+    if "%" in text or "+" in text:
+        yield unquote(text)
+        yield unquote_plus(text)
+
+
+def _decoded_forms(text: str, *, depth: int = 3) -> Iterator[str]:
+    """``text`` read as JSON-escaped and as URL-encoded, up to ``depth`` times: forms a secret may hide in."""
+    seen, layer = {text}, [text]
+    for _ in range(depth):
+        layer = [form for item in layer for form in _decoded_once(item) if form not in seen]
+        seen.update(layer)
+        yield from layer
+
+
+def _holds_a_secret(text: str) -> bool:
+    """Whether ``text``, or a form of it that :func:`_decoded_forms` reads, holds a secret the masker knows."""
+    return _redact(text) != text or any(_redact(form) != form for form in _decoded_forms(text))
+
+
+def masked_text(text: str) -> str:
+    """``text`` with every secret the masker knows replaced, also where it sits escaped or encoded."""
+    masked = _redact(text)
+    for _ in range(4):
+        # A secret that only shows once decoded: the decoded form is stored, masked.
+        revealing = next((form for form in _decoded_forms(masked) if _redact(form) != form), None)
+        if revealing is None:
+            return masked
+        masked = _redact(revealing)
+    return masked
+
+
+def _strings_of(value: Any) -> Iterator[str]:
+    # A loop, not recursion: a value nested deeper than Python's recursion limit is read too.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+
+
+def masked(value: Any) -> tuple[Any, bool]:
+    """
+    ``value`` with every secret Airflow's masker knows replaced in its strings and keys, and whether
+    there was one. Without one, ``value`` itself: it is checked as one text, not copied.
+    """
+    if not _holds_a_secret(_BETWEEN_STRINGS.join(_strings_of(value))):
+        return value, False
+    return _masked_copy(value)
+
+
+def _masked_copy(value: Any) -> tuple[Any, bool]:
+    # Not redact(value) on the whole structure: it also hides every value under a key that looks
+    # sensitive, and a recorded answer's "input_tokens" would come back as "***".
+    changed = False
+
+    def masked_string(text: str) -> str:
+        nonlocal changed
+        result = masked_text(text)
+        changed = changed or result != text
+        return result
+
+    root: list[Any] = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    while pending:
+        container, index = pending.pop()
+        item = container[index]
+        if isinstance(item, dict):
+            copied: dict[Any, Any] = {}
+            for position, (key, child) in enumerate(item.items()):
+                name = masked_string(key) if isinstance(key, str) else key
+                while name in copied:  # two keys masked alike: the second is told apart by its position
+                    name = f"{name}#{position}"
+                copied[name] = child
+            container[index] = copied
+            pending.extend((copied, key) for key in copied)
+        elif isinstance(item, (list, tuple)):
+            container[index] = list(item)
+            pending.extend((container[index], position) for position in range(len(item)))
+        elif isinstance(item, str):
+            container[index] = masked_string(item)
+    return root[0], changed
+
+
+def _redact(text: str) -> str:
+    # A str comes back a str.
+    return _redactor()(text)
+
+
+@functools.cache
+def _redactor() -> Callable[[Any], Any]:
+    # Looked up once: the compat module resolves each attribute access anew.
+    from airflow.providers.common.compat.sdk import redact
+
+    return redact
