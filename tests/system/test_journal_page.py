@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 from airflow_services import AirflowServices
 from dag_runs import TEST_DAGS, durable_env
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
 DAG_ID = "durable_journal_page"
 FERNET_KEY = base64.urlsafe_b64encode(b"the journal page tests' key.....").decode()
@@ -186,3 +188,139 @@ def test_a_task_that_runs_agents_reads_its_usage_with_durable_usage(finished_run
     assert usage["saved"] == {"requests": 2, "tokens": 30}
     assert usage["replayed"] == {"model": 2, "tool": 1}
     assert json.dumps(usage)
+
+
+#: Summaries as another release, a hand edit or an attacker may have left them: every field of
+#: another type, nested junk, odd unicode, huge values, texts that are no summary at all.
+ADVERSARIAL_SUMMARIES = {
+    1: {
+        "format": "1",
+        "try_number": "one",
+        "outcome": 3,
+        "written_at": [],
+        "expires_at": {},
+        "usage": "lots",
+        "divergences": {"1.1": "changed"},
+        "not_recorded": 4,
+        "approvals": "yes",
+    },
+    2: {
+        "outcome": "failed \ud800\u202e<script>alert(1)</script>\x00 🙂",
+        "expires_at": "2999-01-01T00:00:00",
+        "usage": {
+            "requests": float("nan"),
+            "total_tokens": 10**4000,
+            "models": {"gpt-4.1": {"requests": True, "input_tokens": 1.5}, "\udfff": []},
+            "saved": {"requests": None, "tokens": "10"},
+            "replayed": {"model": 2, "tool": {"x": 1}},
+            "live": [[[[[[["deep"]]]]]]],
+        },
+        "divergences": [
+            None,
+            "text",
+            {"key": 1, "step": ["x"]},
+            {"step": "model 'gpt' at 1.1", "reason": "it changed"},
+        ],
+        "approvals": [{"replayed": "yes", "tools": None}],
+        "junk": json.loads("[" * 500 + "]" * 500),
+    },
+    3: {
+        "outcome": "x" * 2_000_000,
+        "not_recorded": ["step"] * 100_000,
+        "usage": {"live": {str(n): n for n in range(10_000)}},
+    },
+    4: [1, 2],
+    5: "fernet:not-a-token",
+}
+
+
+def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) -> None:
+    """Stores ADVERSARIAL_SUMMARIES (encrypted where they are JSON objects) and raw junk where summaries are kept."""
+    from airflow.providers.common.ai.durable.encryption import encrypt_text
+    from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX
+
+    texts = {
+        number: value if isinstance(value, str) else encrypt_text(json.dumps(value, allow_nan=True))
+        for number, value in ADVERSARIAL_SUMMARIES.items()
+    }
+    if AIRFLOW_V_3_3_PLUS:
+        from airflow.models.dagrun import DagRun
+        from airflow.models.task_state_store import TaskStateStoreModel
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        rows = {f"{SUMMARY_KEY_PREFIX}{number}": json.dumps(text) for number, text in texts.items()}
+        # Rows no worker writes: a value that is not JSON, JSON that is no text, JSON nested past
+        # what a parser takes, a try number in other digits.
+        rows |= {
+            f"{SUMMARY_KEY_PREFIX}6": "{{{",
+            f"{SUMMARY_KEY_PREFIX}7": '{"a": 1}',
+            f"{SUMMARY_KEY_PREFIX}8": "[" * 100_000 + "]" * 100_000,
+            f"{SUMMARY_KEY_PREFIX}²": json.dumps("{}"),
+        }
+        with create_session() as session:
+            dag_run_id = session.scalar(select(DagRun.id).where(DagRun.dag_id == DAG_ID, DagRun.run_id == run_id))
+            for key, value in rows.items():
+                session.add(
+                    TaskStateStoreModel(
+                        dag_run_id=dag_run_id, dag_id=DAG_ID, run_id=run_id, task_id=task_id, key=key, value=value
+                    )
+                )
+        return
+    from upath import UPath
+
+    from airflow.providers.common.ai.durable.summaries import ObjectStorageSummaries
+
+    summaries = ObjectStorageSummaries(
+        UPath(env["AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH"]),
+        dag_id=DAG_ID,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=-1,
+    )
+    for number, text in texts.items():
+        summaries.write(number, text, days=1)
+    folder = Path(summaries._folder)
+    (folder / "try=6.json").write_bytes(b"\xff\xfe not UTF-8")
+    (folder / "try=\u00b2.json").write_text("{}")
+
+
+def test_summaries_of_other_types_show_what_can_be_read_and_say_what_cannot(api, finished_run):
+    store_adversarial_summaries(finished_run[1], "adversarial", finished_run[2])
+
+    response = get(api, "reader", "api/journal", "adversarial")
+    assert response.status_code == 200, response.text[:3000]
+    assert len(response.content) < 1_000_000
+    tries = {summary["try_number"]: summary for summary in response.json()["tries"]}
+    unreadable = [4, 5, 6, 7, 8] if AIRFLOW_V_3_3_PLUS else [4, 5, 6]
+    assert sorted(tries) == [1, 2, 3, *unreadable]
+    for number in unreadable:
+        assert tries[number]["problem"] == "this summary cannot be read"
+
+    every_field = tries[1]
+    assert every_field["unreadable"] == [
+        "format",
+        "outcome",
+        "written_at",
+        "expires_at",
+        "usage",
+        "divergences",
+        "not_recorded",
+        "approvals",
+    ]
+    nested = tries[2]
+    assert nested["outcome"] == "failed \\ud800\u202e<script>alert(1)</script>\x00 🙂"
+    assert nested["usage"]["replayed"] == {"model": 2}
+    assert nested["usage"]["total_tokens"] == 10**4000
+    assert nested["divergences"] == [{"key": None, "step": "model 'gpt' at 1.1", "reason": "it changed"}]
+    assert "usage.requests" in nested["unreadable"] and "divergences[0]" in nested["unreadable"]
+    assert "junk" not in nested
+    huge = tries[3]
+    assert len(huge["outcome"]) < 3000 and len(huge["not_recorded"]) == 200
+
+    page = get(api, "reader", "journal", "adversarial")
+    assert page.status_code == 200
+    assert "<script>" not in page.text
+    assert "model &#x27;gpt&#x27; at 1.1: it changed" in page.text
+    assert "Parts of this summary this release cannot read: format, outcome" in page.text
+    assert page.text.count("this summary cannot be read") == len(unreadable)

@@ -92,7 +92,10 @@ def test_an_expired_summary_is_not_shown_and_one_that_cannot_be_read_says_so(key
     fresh = try_summary(JournalStats(), try_number=2, outcome="success", now=NOW, days=1)
     expired = try_summary(JournalStats(), try_number=1, outcome="failed", now=NOW - datetime.timedelta(days=2), days=1)
     texts = {1: json.dumps(expired), 2: json.dumps(fresh), 3: "fernet:not-a-token"}
-    assert read_summaries(texts, now=NOW) == [fresh, {"try_number": 3, "problem": "this summary cannot be read"}]
+    assert read_summaries(texts, now=NOW) == [
+        {**fresh, "unreadable": []},
+        {"try_number": 3, "problem": "this summary cannot be read"},
+    ]
 
 
 def test_zero_days_keeps_no_summary(monkeypatch):
@@ -158,3 +161,78 @@ def test_the_approvals_a_try_reached_are_in_its_summary_with_their_decisions():
     assert approvals_of(second) == [
         {"key": "1.2", "tools": "refund", "decision": "approved by alice", "replayed": True}
     ]
+
+
+def test_a_summary_with_fields_of_other_types_shows_what_can_be_read_and_names_what_cannot():
+    stored = {
+        "format": "1",
+        "outcome": ["failed"],
+        "written_at": 1764500000,
+        "expires_at": "2999-01-01T00:00:00",  # no zone: taken as UTC
+        "usage": {
+            "requests": 2.0,
+            "total_tokens": 30,
+            "models": {"gpt-4.1": {"requests": True, "total_tokens": 30}, "other": []},
+            "saved": None,
+            "replayed": {"model": 2, "tool": "1"},
+            "live": [],
+        },
+        "divergences": [None, {"key": "1.3", "step": ["x"], "reason": "the instructions changed"}],
+        "not_recorded": "one",
+        "approvals": [{"key": "1.2", "tools": "refund", "decision": "approved by alice", "replayed": "yes"}],
+        "from_a_later_release": {"deep": [[[["junk"]]]]},
+    }
+    [summary] = read_summaries({4: json.dumps(stored)}, now=NOW)
+    assert summary["try_number"] == 4
+    assert (summary["format"], summary["outcome"], summary["written_at"]) == (None, None, None)
+    assert summary["expires_at"] == "2999-01-01T00:00:00"
+    assert summary["usage"]["total_tokens"] == 30
+    assert summary["usage"]["models"] == {
+        "gpt-4.1": {"requests": None, "input_tokens": None, "output_tokens": None, "total_tokens": 30}
+    }
+    assert summary["usage"]["replayed"] == {"model": 2}
+    assert summary["divergences"] == [{"key": "1.3", "step": None, "reason": "the instructions changed"}]
+    assert summary["approvals"] == [
+        {"key": "1.2", "tools": "refund", "decision": "approved by alice", "replayed": None}
+    ]
+    assert summary["unreadable"] == [
+        "format",
+        "outcome",
+        "written_at",
+        "usage.requests",
+        "usage.models.gpt-4.1.requests",
+        "usage.models.other",
+        "usage.saved",
+        "usage.replayed.tool",
+        "usage.live",
+        "divergences[0]",
+        "divergences[1].step",
+        "not_recorded",
+        "approvals[0].replayed",
+    ]
+    assert "from_a_later_release" not in summary
+
+
+@pytest.mark.parametrize(
+    ("expires_at", "shown", "unreadable"),
+    [("2000-01-01T00:00:00", False, []), ("next week", True, ["expires_at"]), (7, True, ["expires_at"])],
+)
+def test_a_summary_expires_by_its_expiry_read_as_utc_and_one_whose_expiry_cannot_be_read_is_shown(
+    expires_at, shown, unreadable
+):
+    summaries = read_summaries({1: json.dumps({"expires_at": expires_at})}, now=NOW)
+    assert [summary["unreadable"] for summary in summaries] == ([unreadable] if shown else [])
+
+
+def test_huge_values_and_odd_unicode_in_a_summary_are_cut_to_what_a_page_can_send():
+    stored = {
+        "outcome": "\ud800 failed \u202e" + "x" * 1_000_000,
+        "not_recorded": ["step"] * 100_000,
+        "usage": {"live": {f"kind {n}": n for n in range(10_000)}},
+    }
+    [summary] = read_summaries({1: json.dumps(stored)}, now=NOW)
+    assert summary["outcome"].startswith("\\ud800 failed \u202e")
+    assert len(summary["outcome"]) < 3000
+    summary["outcome"].encode("utf-8")  # what a response body must be
+    assert len(summary["not_recorded"]) == len(summary["usage"]["live"]) == 200
+    assert summary["unreadable"] == ["usage.live (not shown: 9800 more)", "not_recorded (not shown: 99800 more)"]

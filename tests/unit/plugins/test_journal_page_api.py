@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import json
+
+from airflow.providers.common.ai.durable.summaries import read_summaries
 from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, _map_index, render_page
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -18,8 +22,8 @@ def view(**changes):
         "tokens": None,
         "runs": [],
     }
-    summary = {
-        "try_number": 1,
+    stored = {
+        "format": 1,
         "outcome": "failed",
         "written_at": "2026-11-30T12:00:00+00:00",
         "usage": {
@@ -30,7 +34,9 @@ def view(**changes):
         },
         "divergences": [{"key": "1.1", "step": f"tool {HOSTILE!r} at 1.1", "reason": f"argument '{HOSTILE}' changed"}],
         "not_recorded": [f"tool {HOSTILE!r} at 1.1: the store refused it"],
+        "approvals": [],
     }
+    [summary] = read_summaries({1: json.dumps(stored)}, now=datetime.datetime.now(tz=datetime.timezone.utc))
     return {
         "dag_id": "d",
         "run_id": "manual__ünïcode/\u202e",

@@ -14,6 +14,9 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.journal import _INDEX_KEY, is_snapshot_key
 
+#: How deep runs nest on the page; a run under more steps than that shows at the top, by its key.
+_MAX_NESTING = 16
+
 #: Each state an entry can hold, as the page names it.
 STATE_NAMES = {
     "done": "recorded",
@@ -43,8 +46,21 @@ class RunView:
     steps: list[StepView] = field(default_factory=list)
 
 
+def _number(part: str) -> int:
+    """A key's part as a number; -1 for one that is not a plain number a position can be."""
+    return int(part) if part.isascii() and part.isdigit() and len(part) < 19 else -1
+
+
 def _order(key: str) -> tuple[int, ...]:
-    return tuple(int(part) if part.isdigit() else -1 for part in key.split("."))
+    return tuple(_number(part) for part in key.split("."))
+
+
+def _text(value: Any) -> str:
+    """A name or kind as the page can show it: a text of at most 200 characters, a lone surrogate written out."""
+    if not isinstance(value, str):
+        return "?"
+    shown = value if len(value) <= 200 else f"{value[:200]}…"
+    return shown.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _step(key: str, text: str) -> StepView:
@@ -57,7 +73,7 @@ def _step(key: str, text: str) -> StepView:
         entry = json.loads(plain)
     except Exception:
         pass
-    position = int(key.rsplit(".", 1)[-1]) if key.rsplit(".", 1)[-1].isdigit() else 0
+    position = max(_number(key.rsplit(".", 1)[-1]), 0)
     size = len(plain.encode("utf-8", "surrogatepass"))
     if not isinstance(entry, dict):
         return StepView(key, position, "?", "?", "cannot be read", size, None)
@@ -67,9 +83,9 @@ def _step(key: str, text: str) -> StepView:
     return StepView(
         key,
         position,
-        str(entry.get("kind")),
-        str(entry.get("name")),
-        STATE_NAMES.get(state, str(state)) if isinstance(state, str) else "cannot be read",
+        _text(entry.get("kind")),
+        _text(entry.get("name")),
+        STATE_NAMES.get(state, _text(state)) if isinstance(state, str) else "cannot be read",
         size,
         tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
     )
@@ -88,7 +104,7 @@ def journal_view(entries: dict[str, str]) -> list[RunView]:
     top_level = []
     for path, run in runs.items():
         parent = path.rsplit(".", 1)[0] if "." in path else None
-        if parent is not None and parent in steps:
+        if parent is not None and parent in steps and path.count(".") < 2 * _MAX_NESTING:
             steps[parent].runs.append(run)
         else:
             top_level.append(run)
@@ -100,7 +116,7 @@ def as_json(runs: list[RunView]) -> list[dict[str, Any]]:
 
     def step(view: StepView) -> dict[str, Any]:
         return {
-            "key": view.key,
+            "key": _text(view.key),
             "position": view.position,
             "kind": view.kind,
             "name": view.name,
@@ -110,4 +126,4 @@ def as_json(runs: list[RunView]) -> list[dict[str, Any]]:
             "runs": as_json(view.runs),
         }
 
-    return [{"run": run.path, "steps": [step(s) for s in run.steps]} for run in runs]
+    return [{"run": _text(run.path), "steps": [step(s) for s in run.steps]} for run in runs]

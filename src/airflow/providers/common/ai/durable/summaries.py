@@ -151,10 +151,16 @@ class ObjectStorageSummaries(SummaryStore):
         summaries = {}
         for path in paths:
             name = str(path).rsplit("/", 1)[-1]
-            number = name.removeprefix("try=").removesuffix(".json")
-            if name.startswith("try=") and name.endswith(".json") and number.isdigit():
-                summaries[int(number)] = self._fs.cat_file(path).decode()
+            number = try_number_of(name.removeprefix("try=").removesuffix(".json"))
+            if name.startswith("try=") and name.endswith(".json") and number is not None:
+                # Bytes that are not UTF-8 make a summary that cannot be read, not a page that fails.
+                summaries[number] = self._fs.cat_file(path).decode(errors="replace")
         return summaries
+
+
+def try_number_of(text: str) -> int | None:
+    """The try number a summary's key or file name ends with, or ``None`` for one no try has."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else None
 
 
 def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: int, outcome: str) -> None:
@@ -174,22 +180,111 @@ def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: i
         log.warning("Durable: could not keep this try's summary for the journal page reason=%r", str(error))
 
 
+#: What each field of a summary holds, as this release writes it: the page shows a field only in
+#: this shape. ``str`` as a key stands for any name (a model, a kind of step).
+_COUNT, _TEXT, _FLAG = "count", "text", "flag"
+_MODEL_USAGE = {"requests": _COUNT, "input_tokens": _COUNT, "output_tokens": _COUNT, "total_tokens": _COUNT}
+_SHAPE: dict[Any, Any] = {
+    "format": _COUNT,
+    "outcome": _TEXT,
+    "written_at": _TEXT,
+    "expires_at": _TEXT,
+    "usage": {
+        **_MODEL_USAGE,
+        "models": {str: _MODEL_USAGE},
+        "saved": {"requests": _COUNT, "tokens": _COUNT},
+        "replayed": {str: _COUNT},
+        "live": {str: _COUNT},
+        "not_recorded": {str: _COUNT},
+    },
+    "divergences": [{"key": _TEXT, "step": _TEXT, "reason": _TEXT}],
+    "not_recorded": [_TEXT],
+    "approvals": [{"key": _TEXT, "tools": _TEXT, "decision": _TEXT, "replayed": _FLAG}],
+}
+#: The longest text and the most items of a list or names of a mapping a summary shows.
+_MAX_TEXT, _MAX_ITEMS = 2000, 200
+
+
 def read_summaries(texts: dict[int, str], *, now: datetime.datetime) -> list[dict[str, Any]]:
-    """The summaries of ``texts`` that have not expired, by try number; one that cannot be read says why."""
+    """
+    The summaries of ``texts`` that have not expired, by try number. Each holds the fields this
+    release reads; one of another type (another release wrote it, or a hand edited it) is ``None``
+    and named in ``"unreadable"``. A summary that cannot be read at all says so under ``"problem"``.
+    """
     summaries = []
     for try_number, text in sorted(texts.items()):
-        summary = _readable(text)
-        if summary is None:
+        value = _readable(text)
+        if value is None:
             summaries.append({"try_number": try_number, "problem": "this summary cannot be read"})
             continue
-        expires = summary.get("expires_at")
-        try:
-            expired = isinstance(expires, str) and datetime.datetime.fromisoformat(expires) <= now
-        except ValueError:
-            expired = False
-        if not expired:
+        unreadable: list[str] = []
+        summary = {"try_number": try_number, **_in_shape(value, _SHAPE, "", unreadable), "unreadable": unreadable}
+        expires = _moment(summary["expires_at"])
+        if expires is None and summary["expires_at"] is not None:
+            unreadable.append("expires_at")
+        if expires is None or expires > now:
             summaries.append(summary)
     return summaries
+
+
+def _in_shape(value: Any, shape: Any, path: str, unreadable: list[str]) -> Any:
+    """
+    ``value`` as far as it has ``shape``: a part of another type is ``None``, or left out of its list
+    or mapping, and its path goes to ``unreadable``.
+    """
+    container = list if isinstance(shape, list) else dict if isinstance(shape, dict) else None
+    if container is not None and not isinstance(value, container):
+        unreadable.append(path)
+        return None
+    if isinstance(shape, dict) and str not in shape:
+        prefix = f"{path}." if path else ""
+        return {
+            name: _in_shape(value[name], part, f"{prefix}{name}", unreadable) if name in value else None
+            for name, part in shape.items()
+        }
+    if container is not None:
+        return _items_in_shape(value, shape, path, unreadable)
+    readable = {
+        _COUNT: isinstance(value, int) and not isinstance(value, bool),
+        _TEXT: isinstance(value, str),
+        _FLAG: isinstance(value, bool),
+    }[shape]
+    if not readable:
+        unreadable.append(path)
+        return None
+    return _shown(value) if shape == _TEXT else value
+
+
+def _items_in_shape(value: list[Any] | dict[str, Any], shape: Any, path: str, unreadable: list[str]) -> Any:
+    """The items of a list, or the named items of a mapping, that have their shape: at most ``_MAX_ITEMS``."""
+    items: list[tuple[str, str | None, Any]]
+    if isinstance(value, list):
+        items = [(f"{path}[{index}]", None, item) for index, item in enumerate(value[:_MAX_ITEMS])]
+    else:
+        items = [(f"{path}.{_shown(name)}", _shown(name), item) for name, item in list(value.items())[:_MAX_ITEMS]]
+    if len(value) > _MAX_ITEMS:
+        unreadable.append(f"{path} (not shown: {len(value) - _MAX_ITEMS} more)")
+    part = shape[0] if isinstance(value, list) else shape[str]
+    checked = [(name, _in_shape(item, part, item_path, unreadable)) for item_path, name, item in items]
+    if isinstance(value, list):
+        return [item for _, item in checked if item is not None]
+    return {name: item for name, item in checked if item is not None}
+
+
+def _shown(text: str) -> str:
+    """``text`` as the page can send it: at most ``_MAX_TEXT`` characters, a lone surrogate written out."""
+    if len(text) > _MAX_TEXT:
+        text = f"{text[:_MAX_TEXT]}… ({len(text) - _MAX_TEXT} more characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _moment(text: str | None) -> datetime.datetime | None:
+    """The moment an ISO text names (UTC if it names no zone), or ``None``."""
+    try:
+        moment = datetime.datetime.fromisoformat(text) if text is not None else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=datetime.timezone.utc) if moment is not None and moment.tzinfo is None else moment
 
 
 def _readable(text: str) -> dict[str, Any] | None:

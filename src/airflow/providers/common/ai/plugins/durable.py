@@ -46,7 +46,6 @@ _NOT_FAILURES = (
 )
 
 
-
 def _fails_the_try(error: BaseException) -> bool:
     from airflow.sdk import exceptions
 

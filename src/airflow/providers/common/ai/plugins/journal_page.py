@@ -23,7 +23,12 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.journal import masked_text
 from airflow.providers.common.ai.durable.journal_view import as_json, journal_view
-from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX, ObjectStorageSummaries, read_summaries
+from airflow.providers.common.ai.durable.summaries import (
+    SUMMARY_KEY_PREFIX,
+    ObjectStorageSummaries,
+    read_summaries,
+    try_number_of,
+)
 from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
 
 #: Where the plugin's FastAPI app is mounted on the api-server.
@@ -62,14 +67,13 @@ def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: in
             continue
         try:
             text = json.loads(value)
-        except ValueError:
-            continue
-        if not isinstance(text, str):
-            continue
+        except (ValueError, RecursionError):
+            text = None
         if key.startswith(KEY_PREFIX):
-            entries[key.removeprefix(KEY_PREFIX)] = text
-        elif key.startswith(SUMMARY_KEY_PREFIX) and key.removeprefix(SUMMARY_KEY_PREFIX).isdigit():
-            summaries[int(key.removeprefix(SUMMARY_KEY_PREFIX))] = text
+            # A value that is no text shows as an entry that cannot be read.
+            entries[key.removeprefix(KEY_PREFIX)] = text if isinstance(text, str) else ""
+        elif (number := try_number_of(key.removeprefix(SUMMARY_KEY_PREFIX))) is not None:
+            summaries[number] = text if isinstance(text, str) else ""
     return entries, summaries
 
 
@@ -93,7 +97,7 @@ def _from_cache_path(dag_id: str, run_id: str, task_id: str, map_index: int) -> 
     for path in paths:
         name = str(path).rsplit("/", 1)[-1]
         if name.endswith(".json") and not name.startswith("."):
-            entries[name.removesuffix(".json")] = fs.cat_file(path).decode()
+            entries[name.removesuffix(".json")] = fs.cat_file(path).decode(errors="replace")
     summaries = ObjectStorageSummaries(base, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
     return entries, summaries.read_all()
 
@@ -157,13 +161,24 @@ def _step_rows(runs: list[dict[str, Any]], depth: int = 0) -> list[str]:
     return rows
 
 
-def _counts(counts: dict[str, int]) -> str:
+#: What a cell shows for a value the summary holds in a form this release does not read.
+_UNREADABLE = "(cannot be read)"
+
+
+def _counts(counts: dict[str, int] | None) -> str:
+    if counts is None:
+        return _UNREADABLE
     total = sum(counts.values())
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
     return f"{total} ({kinds})" if kinds else "0"
 
 
+def _shown(value: Any) -> Any:
+    return _UNREADABLE if value is None else value
+
+
 def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
+    # Every field is in the shape read_summaries gives, or None where the summary holds another.
     rows = []
     for summary in tries:
         if "problem" in summary:
@@ -171,29 +186,35 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
                 f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=8>{_e(summary['problem'])}</td></tr>"
             )
             continue
-        usage = summary.get("usage") or {}
-        divergences = "".join(
-            f"<li>{_e(d.get('step'))}: {_e(d.get('reason'))}</li>" for d in summary.get("divergences") or []
-        )
-        not_recorded = "".join(f"<li>{_e(what)}</li>" for what in summary.get("not_recorded") or [])
-        approvals = "".join(
-            f"<li>{_e(a.get('tools'))} at {_e(a.get('key'))}: {_e(a.get('decision'))}"
-            f"{' (replayed)' if a.get('replayed') else ''}</li>"
-            for a in summary.get("approvals") or []
-        )
+        usage = summary["usage"] or {}
         saved = usage.get("saved") or {}
+        divergences = "".join(
+            f"<li>{_e(_shown(d['step']))}: {_e(_shown(d['reason']))}</li>" for d in summary["divergences"] or []
+        )
+        not_recorded = "".join(f"<li>{_e(what)}</li>" for what in summary["not_recorded"] or [])
+        approvals = "".join(
+            f"<li>{_e(_shown(a['tools']))} at {_e(_shown(a['key']))}: {_e(_shown(a['decision']))}"
+            f"{' (replayed)' if a['replayed'] else ''}</li>"
+            for a in summary["approvals"] or []
+        )
         rows.append(
-            f'<tr class="try" data-try="{_e(summary.get("try_number"))}">'
-            f"<td>{_e(summary.get('try_number'))}</td><td>{_e(summary.get('outcome'))}</td>"
-            f"<td>{_e(summary.get('written_at'))}</td>"
-            f"<td class=replayed>{_e(_counts(usage.get('replayed') or {}))}</td>"
-            f"<td class=live>{_e(_counts(usage.get('live') or {}))}</td>"
-            f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded') or {}))}<ul>{not_recorded}</ul></td>"
-            f"<td class=tokens>{_e(usage.get('total_tokens'))} used in {_e(usage.get('requests'))} requests; "
-            f"{_e(saved.get('tokens'))} saved in {_e(saved.get('requests'))} replayed requests</td>"
+            f'<tr class="try" data-try="{_e(summary["try_number"])}">'
+            f"<td>{_e(summary['try_number'])}</td><td>{_e(_shown(summary['outcome']))}</td>"
+            f"<td>{_e(_shown(summary['written_at']))}</td>"
+            f"<td class=replayed>{_e(_counts(usage.get('replayed')))}</td>"
+            f"<td class=live>{_e(_counts(usage.get('live')))}</td>"
+            f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded')))}<ul>{not_recorded}</ul></td>"
+            f"<td class=tokens>{_e(_shown(usage.get('total_tokens')))} used in {_e(_shown(usage.get('requests')))} "
+            f"requests; {_e(_shown(saved.get('tokens')))} saved in {_e(_shown(saved.get('requests')))} replayed "
+            f"requests</td>"
             f"<td class=divergences><ul>{divergences}</ul></td>"
             f"<td class=approvals><ul>{approvals}</ul></td></tr>"
         )
+        if summary["unreadable"]:
+            rows.append(
+                f"<tr class=unreadable><td></td><td colspan=8 class=problem>Parts of this summary this release "
+                f"cannot read: {_e(', '.join(summary['unreadable']))}</td></tr>"
+            )
     return rows
 
 
