@@ -75,3 +75,38 @@ def test_a_run_s_snapshot_is_not_shown_as_a_run():
     entries = golden("plain")
     with_snapshot = {**entries, "0.1": json.dumps({"format": 3, "kind": "snapshot", "entries": entries})}
     assert as_json(journal_view(with_snapshot)) == as_json(journal_view(entries))
+
+
+def test_keys_and_entries_no_release_writes_show_as_what_they_are_and_the_view_stays_sendable():
+    deep = ".".join(["2", *["1"] * 79])  # run 2, a run nested 40 steps deep
+    entries = {
+        "1.1": json.dumps({"kind": ["model"], "name": "\ud800" + "n" * 10_000, "state": "s" * 10_000}),
+        "1.\u00b2": json.dumps({"kind": "tool", "name": "superscript two", "state": "done"}),
+        f"1.{'9' * 5000}": json.dumps({"kind": "tool", "name": "long position", "state": "done"}),
+        "1.2": json.dumps({"kind": "tool", "name": "deep", "state": "done", "meta": {"tokens": True}}),
+        "1.3": "[" * 100_000 + "]" * 100_000,
+        "1.4": "",
+        **{
+            ".".join(deep.split(".")[:n]): json.dumps({"kind": "tool", "name": "x", "state": "done"})
+            for n in range(2, 81, 2)
+        },
+    }
+    view = as_json(journal_view(entries))
+    json.dumps(view, ensure_ascii=False).encode("utf-8")  # what a response body must be
+    by_key = {step["key"]: step for run in view for step in run["steps"]}
+    odd = by_key["1.1"]
+    assert (odd["kind"], odd["name"][:7], len(odd["name"]) < 300, len(odd["state"]) < 300) == (
+        "?",
+        "\\ud800n",
+        True,
+        True,
+    )
+    shown = {step["name"]: step for step in by_key.values()}
+    assert shown["superscript two"]["position"] == shown["long position"]["position"] == 0
+    assert shown["deep"]["tokens"] is None
+    assert [step["state"] for run in view for step in run["steps"] if step["name"] == "?"] == ["cannot be read"] * 2
+
+    def depth(runs: list[dict]) -> int:
+        return max((1 + depth(step["runs"]) for run in runs for step in run["steps"]), default=0)
+
+    assert depth(view) <= 17
