@@ -51,3 +51,26 @@ ensure_venv() {
     echo "$want" >"$stamp"
     echo "Installed in $((SECONDS - started)) s: $("$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(apache-airflow|openai-agents) ' | tr -s ' ' | paste -sd, -)"
 }
+
+# A line with a constraints/packages-$AIRFLOW_LINE.txt also gets the packages it names, at the
+# versions its constraints pin (scripts/test.sh calls this after ensure_venv).
+ensure_line_packages() {
+    local packages="$ROOT/constraints/packages-$AIRFLOW_LINE.txt"
+    [[ -f "$packages" ]] || return 0
+    local stamp="$VENV/.common-ai-line-packages" want log
+    want="$(cat "$CONSTRAINTS" "$packages" | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        return 0
+    fi
+    echo "Installing the packages of $(basename "$packages") into $VENV ..."
+    log="$(mktemp)"
+    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
+        -c "$CONSTRAINTS" -r "$packages" >"$log" 2>&1; then
+        grep -v "^WARNING: Location '.*' is ignored" "$log" >&2 || true
+        rm -f "$log"
+        echo "pip install of $packages into $VENV failed (output above)" >&2
+        exit 1
+    fi
+    rm -f "$log"
+    echo "$want" >"$stamp"
+}

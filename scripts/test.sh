@@ -11,26 +11,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 ensure_venv
 
-ensure_line_packages() {
-    local packages="$ROOT/constraints/packages-$AIRFLOW_LINE.txt"
-    [[ -f "$packages" ]] || return 0
-    local stamp="$VENV/.common-ai-line-packages" want log
-    want="$(cat "$CONSTRAINTS" "$packages" | sha256sum | cut -d' ' -f1)"
-    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-        return 0
-    fi
-    echo "Installing the packages of $(basename "$packages") into $VENV ..."
-    log="$(mktemp)"
-    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
-        -c "$CONSTRAINTS" -r "$packages" >"$log" 2>&1; then
-        grep -v "^WARNING: Location '.*' is ignored" "$log" >&2 || true
-        rm -f "$log"
-        echo "pip install of $packages into $VENV failed (output above)" >&2
-        exit 1
-    fi
-    rm -f "$log"
-    echo "$want" >"$stamp"
-}
 ensure_line_packages
 
 # A fresh Airflow home per run, never the developer's own.
