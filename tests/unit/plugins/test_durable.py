@@ -7,6 +7,7 @@ failure keeps it, and nothing is deleted when one agent run inside the task retu
 
 from __future__ import annotations
 
+import datetime
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from airflow.providers.common.ai.durable import task_instance
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
+from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX, read_summaries
 from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.plugins import durable as listener
 
@@ -27,12 +29,16 @@ class TaskStateStore:
     def __init__(self) -> None:
         self.rows: dict[str, str] = {}
         self.reads: list[str] = []
+        #: Set once the try reported its end with retries left: Airflow 3.3 then refuses its writes.
+        self.refuses: bool = False
 
     def get(self, key: str, default: Any = None) -> Any:
         self.reads.append(key)
         return json.loads(self.rows[key]) if key in self.rows else default
 
     def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        if self.refuses:
+            raise RuntimeError("404 Task instance not found")
         self.rows[key] = json.dumps(value)
 
     def delete(self, key: str) -> None:
@@ -373,3 +379,71 @@ def test_an_index_written_after_one_could_not_be_read_keeps_a_later_try_looking_
     try_with_the_expert([assistant_message("One refund due.")])
     task.succeeded()
     assert task.stored() == set()
+
+
+class FailingTask:
+    """A task whose execution runs an agent, then raises ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def execute(self, context: Any) -> None:
+        run_durably_sync(agent(Lookups(), LOOKUP, [assistant_message("Login problem.")])[0], "Triage T-1.")
+        raise self.error
+
+    def resume_execution(self, next_method: str, next_kwargs: Any, context: Any) -> None:
+        raise self.error
+
+
+def outcomes(store: TaskStateStore) -> list[str]:
+    texts = {
+        int(key.removeprefix(SUMMARY_KEY_PREFIX)): json.loads(text)
+        for key, text in store.rows.items()
+        if key.startswith(SUMMARY_KEY_PREFIX)
+    }
+    return [summary["outcome"] for summary in read_summaries(texts, now=datetime.datetime.now(datetime.timezone.utc))]
+
+
+def test_a_try_that_fails_keeps_its_summary_as_failed_before_airflow_moves_on_and_warns_of_nothing(
+    monkeypatch, tmp_path, caplog
+):
+    task = TaskInstance("task_state_store", monkeypatch, tmp_path)
+    ti = task.start_try()
+    ti.task = FailingTask(RuntimeError("the outbox was full"))
+    listener.on_task_instance_running(previous_state="queued", task_instance=ti)
+    with pytest.raises(RuntimeError, match="the outbox was full"):
+        ti.task.execute(context={})
+    task.store.refuses = True  # the task runner reported the failure: the next try owns the rows
+    task.failed()
+
+    assert outcomes(task.store) == ["failed"]
+    assert "Durable: replayed 0, ran live 3 (model 2, tool 1)" in caplog.text
+    assert [record.getMessage() for record in caplog.records if record.levelname == "WARNING"] == []
+
+
+@pytest.mark.parametrize("ending", ["TaskDeferred", "AirflowSkipException", "AirflowRescheduleException"])
+def test_a_try_that_waits_or_skips_itself_is_not_kept_as_failed(monkeypatch, tmp_path, ending):
+    from airflow.sdk import exceptions
+
+    error = {
+        "TaskDeferred": lambda: exceptions.TaskDeferred(trigger=None, method_name="execute_complete"),
+        "AirflowSkipException": lambda: exceptions.AirflowSkipException("nothing to do"),
+        "AirflowRescheduleException": lambda: exceptions.AirflowRescheduleException(datetime.datetime.now()),
+    }[ending]()
+    task = TaskInstance("task_state_store", monkeypatch, tmp_path)
+    ti = task.start_try()
+    ti.task = FailingTask(error)
+    listener.on_task_instance_running(previous_state="queued", task_instance=ti)
+    with pytest.raises(type(error)):
+        ti.task.execute(context={})
+    assert outcomes(task.store) == ["unfinished"]  # kept after the agent's run, as the try goes on
+
+
+def test_a_summary_that_cannot_be_kept_leaves_the_task_failing_with_its_own_error(monkeypatch, tmp_path):
+    task = TaskInstance("task_state_store", monkeypatch, tmp_path)
+    ti = task.start_try()
+    ti.task = FailingTask(KeyError("the ticket"))
+    listener.on_task_instance_running(previous_state="queued", task_instance=ti)
+    monkeypatch.setattr(listener, "keep_summary_of_failed_try", lambda ti: 1 / 0)
+    with pytest.raises(KeyError, match="the ticket"):
+        ti.task.execute(context={})

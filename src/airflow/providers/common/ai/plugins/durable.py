@@ -69,7 +69,10 @@ class _KeepingAFailure:
             return self._call(*args, **kwargs)
         except BaseException as error:
             if _fails_the_try(error):
-                keep_summary_of_failed_try(self._task_instance)
+                try:
+                    keep_summary_of_failed_try(self._task_instance)
+                except Exception:  # the task's own error is what the try ends with
+                    log.exception("Durable: could not keep the summary of this failed try")
             raise
 
 
