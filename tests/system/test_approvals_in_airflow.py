@@ -1,61 +1,70 @@
 """
-Approvals of tool calls (R-39..R-41) under a real scheduler, api-server (and, before Airflow 3.3,
-a triggerer): the task stops at the refund, waits without a worker (``awaiting_input`` on 3.3,
-``deferred`` before), a person answers through Airflow's public REST API, and the task resumes,
-replaying what it did before the stop. Each test asserts the model server's requests and each
-tool's real runs (``dags/durable_approval.py`` notes them).
+Approvals of tool calls (R-39..R-41, R-54) under a real scheduler, api-server and triggerer: the
+task stops at the refund, defers without a worker, a person answers through Airflow's public REST
+API, and the task resumes, replaying what it did before the stop. Each test asserts the model
+server's requests and each tool's real runs (``dags/durable_approval.py`` and
+``dags/durable_approval_timing.py`` note them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import sys
 import time
+import urllib.error
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
-from airflow_services import AIRFLOW, AirflowServices, _in_own_group_ending_with_this_process
-from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value, xcom_value
+from airflow_services import AIRFLOW, AirflowServices, _in_own_group_ending_with_this_process, _is_running
+from dag_runs import TEST_DAGS, durable_env, journal_entries, openai_connection, xcom_return_value, xcom_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
 #: The state of a task that waits for a person without holding a worker.
-WAITING = "awaiting_input" if AIRFLOW_V_3_3_PLUS else "deferred"
+WAITING = "deferred"
 TASK = "handle_ticket"
 
 LOOKUP = reply.tool_calls(("lookup_order", {"order_id": "O-77"}, "call_lookup"))
 REFUND = reply.tool_calls(("issue_refund", {"order_id": "O-77", "amount_eur": 40}, "call_refund"))
+#: When each task instance of ``durable_approval_timing`` is answered, by map index: seconds after
+#: its request appears in the REST API.
+ANSWER_DELAYS = [0, 1, 3, 10] * 3
+TIMING_INSTANCES = len(ANSWER_DELAYS)
+TIMING_DAG = "durable_approval_timing"
 
 
 class ServicesWithTriggerer(AirflowServices):
-    """The services, and a triggerer where Airflow needs one for a human-in-the-loop wait (before 3.3)."""
+    """The services, and the triggerer that a durable task waits on for a person's answer."""
 
     def __enter__(self) -> ServicesWithTriggerer:
         super().__enter__()
-        if not AIRFLOW_V_3_3_PLUS:
-            self._processes["triggerer"] = subprocess.Popen(
-                [AIRFLOW, "triggerer"],
-                env=self.env,
-                stdout=(self.logs / "triggerer.log").open("w"),
-                stderr=subprocess.STDOUT,
-                preexec_fn=_in_own_group_ending_with_this_process,
-            )
+        self._processes["triggerer"] = subprocess.Popen(
+            [AIRFLOW, "triggerer"],
+            env=self.env,
+            stdout=(self.logs / "triggerer.log").open("w"),
+            stderr=subprocess.STDOUT,
+            preexec_fn=_in_own_group_ending_with_this_process,
+        )
         return self
 
-    def hitl_path(self, dag_id: str, run_id: str) -> str:
-        return f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/-1/hitlDetails"
+    def hitl_path(self, dag_id: str, run_id: str, map_index: int = -1) -> str:
+        return f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/{map_index}/hitlDetails"
 
     def wait_until_waiting(self, dag_id: str, run_id: str, *, times: int = 1, timeout: float = 180) -> dict[str, Any]:
         """
         Wait until the task waits for a person for the ``times``-th time and the executor has
-        reported the end of the workload that parked it; returns the instance.
+        reported the end of the workload that deferred it; returns the instance.
 
-        Airflow 3.3.2 fails a resumed try whose parked workload's exit the executor reports only
-        after the answer resumed it ("... finished with state success, but the task instance's
-        state attribute is running"), and the worker's supervisor may take seconds to exit.
+        These tests check what a resumed try does, in try 1. On Airflow 3.3 an answer resumes a
+        deferred task at once, and the scheduler fails a try resumed before the executor reported
+        the end of the workload that deferred it (the try after it then takes the answer: see
+        the timing test, which answers at fixed moments instead).
         """
         deadline = time.monotonic() + timeout
         instance: dict[str, Any] = {}
@@ -92,6 +101,24 @@ class ServicesWithTriggerer(AirflowServices):
     def request_shown(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self._request("GET", self.hitl_path(dag_id, run_id))
 
+    def wait_for_mapped_task(self, dag_id: str, run_id: str, map_index: int, timeout: float = 900) -> dict[str, Any]:
+        """Wait until one mapped task instance finished for good (no retry left to come); returns it."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/{map_index}"
+        deadline = time.monotonic() + timeout
+        instance: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            instance = self._request("GET", path)
+            if instance["state"] in ("success", "failed") and not _is_running(instance.get("pid")):
+                return instance
+            time.sleep(1)
+        raise TimeoutError(f"{dag_id}.{TASK}[{map_index}] of {run_id} did not finish in {timeout} s: {instance}")
+
+    def mapped_task_logs(self, dag_id: str, run_id: str, map_index: int, tries: int) -> str:
+        """The logs of tries 1 to ``tries`` of one mapped task instance, one after the other."""
+        folder = Path(self.env["AIRFLOW_HOME"], "logs", f"dag_id={dag_id}", f"run_id={run_id}", f"task_id={TASK}")
+        paths = [folder / f"map_index={map_index}" / f"attempt={n}.log" for n in range(1, tries + 1)]
+        return "\n".join(path.read_text(errors="replace") for path in paths if path.exists())
+
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory) -> Path:
@@ -105,12 +132,25 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def airflow(server, out, tmp_path_factory, airflow_db):
+def timing_servers():
+    """One model server per task instance of ``durable_approval_timing``, by map index."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(FakeOpenAIServer()) for _ in range(TIMING_INSTANCES)]
+
+
+@pytest.fixture(scope="module")
+def airflow(server, timing_servers, out, tmp_path_factory, airflow_db):
     env = {
         **durable_env(server, out),
+        **{
+            f"AIRFLOW_CONN_OPENAI_TIMING_{index}": openai_connection(timing_server)
+            for index, timing_server in enumerate(timing_servers)
+        },
         "DURABLE_TEST_OUT": str(out),
-        # The scheduler's sweep of requests whose response_timeout passed, every second.
-        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "1",
+        # A worker parses the DAG file at the start of each try: on a machine kept busy, in more than 30 s.
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+        # A worker for each task instance of the timing test: none waits in the executor's queue.
+        "AIRFLOW__CORE__PARALLELISM": str(TIMING_INSTANCES + 2),
     }
     with ServicesWithTriggerer(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env) as services:
         yield services
@@ -293,3 +333,94 @@ def test_a_task_agent_waits_and_resumes_with_its_prompt_written_again(airflow, s
     assert "Order O-77 was charged twice" in json.dumps(requests[2].body)
     assert tool_runs(out, run_id) == [("lookup_order", 1), ("issue_refund", 1)]
     assert xcom_return_value("durable_approval_decorated", run_id, TASK) == "Refunded 40 EUR."
+
+
+def answer_at(airflow: ServicesWithTriggerer, run_id: str, map_index: int, delay: float) -> dict[str, Any]:
+    """
+    Answer the request of one task instance ``delay`` seconds after it appears in the REST API,
+    as a person or a bot does, whatever the task is doing then; returns when it was answered.
+    """
+    path = airflow.hitl_path(TIMING_DAG, run_id, map_index)
+    deadline = time.monotonic() + 900
+    while True:
+        try:
+            airflow._request("GET", path)
+            break
+        except urllib.error.HTTPError as error:
+            if error.code != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+    appeared = time.monotonic()
+    time.sleep(delay)
+    answered = time.monotonic()
+    refused = 0
+    while True:
+        try:
+            airflow._request("PATCH", path, {"chosen_options": ["Approve"], "params_input": {}})
+            break
+        except urllib.error.HTTPError as error:
+            # On SQLite a busy api-server may refuse a write ("database is locked"): a person clicks again.
+            if error.code < 500 or time.monotonic() > deadline:
+                raise
+            refused += 1
+        time.sleep(0.5)
+    return {"delay": delay, "after": round(answered - appeared, 1), "refused": refused}
+
+
+@contextlib.contextmanager
+def both_cores_busy(seconds: float):
+    """Two processes that spin for at most ``seconds`` (they end with the test's process), killed on exit."""
+    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass"
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", spin], preexec_fn=_in_own_group_ending_with_this_process)
+        for _ in range(2)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def test_an_approval_answered_at_any_moment_resumes_the_task_and_the_refund_runs_once(airflow, timing_servers, out):
+    """
+    R-54: each mapped task instance is answered at its own moment after its request appears (0,
+    1, 3 and 10 s, three times each), concurrently, with both cores kept busy. Each refund runs
+    exactly once, each model server gets the two requests before the stop and one after it, and no
+    request is made twice; on Airflow 3.3 a try the scheduler failed on resuming (its race, see
+    approval_trigger.py) leaves the answer to the next try, which asks no one again.
+    """
+    for timing_server in timing_servers:
+        timing_server.add(LOOKUP, REFUND, reply.text("Refunded 40 EUR."))
+    started = time.monotonic()
+    with both_cores_busy(900), ThreadPoolExecutor(TIMING_INSTANCES) as answering:
+        run_id = airflow.trigger(TIMING_DAG)
+        answered = [
+            answering.submit(answer_at, airflow, run_id, index, delay) for index, delay in enumerate(ANSWER_DELAYS)
+        ]
+        answers = dict(enumerate(answer.result() for answer in answered))
+        instances = {
+            index: airflow.wait_for_mapped_task(TIMING_DAG, run_id, index) for index in range(TIMING_INSTANCES)
+        }
+    print(f"R-54 timing: {time.monotonic() - started:.0f} s; by map index: answered, (state, try)")
+    for index, instance in instances.items():
+        print(f"  {index}: {answers.get(index)} {(instance['state'], instance['try_number'])}")
+
+    calls = [json.loads(line) for line in (out / "approval_tool_calls.jsonl").read_text().splitlines()]
+    for index, instance in instances.items():
+        logs = airflow.mapped_task_logs(TIMING_DAG, run_id, index, instance["try_number"])
+        assert instance["state"] == "success", (index, answers.get(index), logs[-6000:])
+        runs = [
+            (call["tool"], call["try"]) for call in calls if call["run_id"] == run_id and call["map_index"] == index
+        ]
+        assert runs == [("lookup_order", 1), ("issue_refund", instance["try_number"])], (index, runs)
+        requests = timing_servers[index].requests
+        assert [r.status for r in requests] == [200, 200, 200], (index, requests)
+        assert tool_outputs(requests[2].body) == ["O-77: charged twice, 40 EUR each", "refunded 40 EUR on O-77"]
+        assert logs.count("Durable: waiting for a person to approve or reject") == 1, (index, logs[-6000:])
+        assert "Durable: issue_refund approved by" in logs
+        if not AIRFLOW_V_3_3_PLUS:
+            # Before 3.3 only the trigger resumes the task, never sooner than the executor's report.
+            assert instance["try_number"] == 1, (index, logs[-6000:])
+    assert journal_left(TIMING_DAG, run_id, out) == []

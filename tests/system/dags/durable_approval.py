@@ -67,8 +67,7 @@ def _handle_ticket(dag_id: str, **kwargs: object) -> None:
     globals()[dag_id] = approval_dag()
 
 
-# Longer than a loaded worker's supervisor takes to exit after parking the task: Airflow 3.3.2 fails a
-# try that resumes (here: on the timeout) before the executor reported that exit.
+# The trigger resolves it no sooner than RESUME_DELAY (15 s) after the task deferred.
 TIMEOUT = timedelta(seconds=15)
 
 # Retries with no delay: the retry after a failed tool call follows at once.

@@ -1,14 +1,17 @@
 """
-Approvals in durable runs (R-39..R-41), at the journal: each try builds its agent, tools and
-scripted model anew, as a new worker does, and runs inside an approval desk as the operator does.
-A try that resumes after a person answered replays every call before the approval, then runs the
-approved tool once and goes on live; a recorded decision is never asked again.
+Approvals in durable runs (R-39..R-41, R-54), at the journal: each try builds its agent, tools
+and scripted model anew, as a new worker does, and runs inside an approval desk as the operator
+does, recording that it asked before it waits. A try that resumes after a person answered replays
+every call before the approval, then runs the approved tool once and goes on live; a recorded
+decision is never asked again, and a request made is never made again before its answer is taken.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,9 +21,13 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from tries import WorkerDied
 
+from airflow.providers.common.ai.durable.approval_trigger import ApprovalTrigger
 from airflow.providers.common.ai.durable.approvals import (
     APPROVAL_STEP,
+    ASKED,
+    RESUME_DELAY,
     Answer,
+    ApprovalDesk,
     ApprovalFailed,
     ApprovalRequest,
     ApprovalTimedOut,
@@ -29,9 +36,11 @@ from airflow.providers.common.ai.durable.approvals import (
     answer_of,
     answering_approvals,
     check_defaults,
+    resumed_with,
 )
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
 PAY = function_call("wire_money", {"amount": 5}, call_id="w1")
 PAY_AGAIN = function_call("wire_money", {"amount": 7}, call_id="w2")
@@ -69,9 +78,14 @@ class ApprovalTask(tries.Task):
         self.pending: PendingApproval | None = None
         #: Whether the try's desk knew of an earlier request of the task instance (Airflow shows its text).
         self.asked_before = False
+        self.desk: ApprovalDesk | None = None
 
-    def resume(self, payer: Payer, decision: Decision | None = None) -> Any:
-        """One try: resumed with ``decision`` for what the try before asked, or a plain retry without one."""
+    def resume(self, payer: Payer, decision: Decision | None = None, *, waits: bool = True) -> Any:
+        """
+        One try: resumed with ``decision`` for what the try before asked, or a plain retry without
+        one. A try that stops for an approval records that it asked, as the operator does once it
+        created the request, unless ``waits`` is false (then the test waits with ``self.desk``).
+        """
         answer = None
         if decision is not None:
             assert self.pending is not None
@@ -81,7 +95,9 @@ class ApprovalTask(tries.Task):
             try:
                 return run_durably_sync(payer.agent, self.prompt)
             finally:
-                self.pending, self.asked_before = desk.pending, desk.asked_before
+                self.desk, self.pending, self.asked_before = desk, desk.pending, desk.asked_before
+                if waits and desk.pending is not None and not desk.pending.asked:
+                    desk.record_asked()
 
     def entries(self) -> dict[str, dict[str, Any]]:
         return {key: json.loads(text) for key, text in self.storage.entries.items()}
@@ -326,19 +342,23 @@ def test_defaults_are_one_option():
     assert check_defaults(None, "pay") is None
 
 
-class Parked(BaseException):
-    def __init__(self, kwargs: dict) -> None:
+class Deferred(BaseException):
+    def __init__(self, trigger: ApprovalTrigger, kwargs: dict) -> None:
+        self.trigger = trigger
         self.kwargs = kwargs
 
 
 class Operator:
-    """Defers as an operator does before Airflow 3.3 (where the task waits in awaiting_input instead)."""
+    """Defers as an operator does: the task waits on the trigger."""
 
-    def defer(self, *, trigger: object, method_name: str, kwargs: dict) -> None:
-        raise Parked(kwargs)
+    def defer(self, *, trigger: ApprovalTrigger, method_name: str, kwargs: dict) -> None:
+        assert method_name == "execute_complete"
+        raise Deferred(trigger, kwargs)
 
 
 class Ti:
+    dag_id, run_id, task_id, map_index, try_number = "payments", "manual", "pay", -1, 1
+
     def __init__(self) -> None:
         self.xcom: dict[str, object] = {}
         self.id = "ti-1"
@@ -347,37 +367,124 @@ class Ti:
         self.xcom[key] = value
 
 
-def test_a_later_request_of_a_task_instance_is_pushed_to_xcom_and_logged_as_airflow_shows_the_first(
-    monkeypatch, caplog
-):
+@pytest.fixture
+def requests_made(monkeypatch) -> list[dict[str, Any]]:
+    """The human-in-the-loop requests the task creates (upserts), in order."""
     import airflow.sdk.execution_time.hitl as hitl
 
-    from airflow.providers.common.ai.durable.approvals import ApprovalDesk, wait_for_answer
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: made.append(request))
+    return made
 
-    created: list[dict] = []
-    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: created.append(request))
-    ti = Ti()
-    desk = ApprovalDesk(Answer("1.3", "f", APPROVED))
-    desk.pending = PendingApproval("1.6", "g", (ApprovalRequest("payer", "wire_money", '{"amount": 7}', "w2"),))
 
-    with pytest.raises(BaseException) as waited:
+def wait(task: ApprovalTask, ti: Ti, *, response_timeout: Any = None) -> Deferred:
+    """What the operator does when the try stopped for an approval; returns how the task deferred."""
+    from airflow.providers.common.ai.durable.approvals import wait_for_answer
+
+    assert task.desk is not None
+    with pytest.raises(Deferred) as deferred:
         wait_for_answer(
             Operator(),
             {"ti": ti, "task_instance": ti},
-            desk,
+            task.desk,
             method_name="execute_complete",
             assigned_users=None,
-            response_timeout=None,
-            defaults=None,
+            response_timeout=response_timeout,
+            defaults=["Reject"],
             notifiers=[],
         )
+    return deferred.value
 
-    assert type(waited.value).__name__ in ("TaskAwaitingInput", "Parked")
-    assert waited.value.kwargs == {"step_key": "1.6", "fingerprint": "g"}
-    [request] = created
+
+def test_a_later_request_of_a_task_instance_is_pushed_to_xcom_and_logged_as_airflow_shows_the_first(
+    requests_made, caplog
+):
+    task = ApprovalTask()
+    task.resume(Payer(Counter(), [[PAY]]))
+    task.resume(Payer(Counter(), [[PAY_AGAIN]]), APPROVED, waits=False)
+    ti = Ti()
+
+    deferred = wait(task, ti)
+
+    assert deferred.kwargs == {
+        "step_key": "1.6",
+        "fingerprint": task.pending.fingerprint,
+        "not_before": deferred.trigger.not_before,
+    }
+    [request] = requests_made
     assert (request["subject"], request["options"]) == ("Agent 'payer' asks to run wire_money", ["Approve", "Reject"])
+    assert '"amount": 7' in request["body"]
     assert ti.xcom["approval_request"] == {"subject": request["subject"], "body": request["body"], "step": "1.6"}
     assert "Airflow shows this task instance's first approval request for every later one" in caplog.text
+
+
+def test_the_task_records_that_it_asked_and_defers_to_the_trigger_that_waits_before_it_looks(requests_made):
+    from airflow.sdk.timezone import utcnow
+
+    task = ApprovalTask()
+    task.resume(Payer(Counter(), [[PAY]]), waits=False)
+    before = utcnow()
+
+    deferred = wait(task, Ti(), response_timeout=timedelta(hours=1))
+
+    assert task.entries()["1.3"]["result"] == ASKED
+    trigger = deferred.trigger
+    assert isinstance(trigger, ApprovalTrigger)
+    assert (trigger.ti_id, trigger.options, trigger.defaults) == ("ti-1", ["Approve", "Reject"], ["Reject"])
+    assert before + RESUME_DELAY <= trigger.not_before <= utcnow() + RESUME_DELAY
+    assert trigger.not_before < trigger.timeout_datetime
+    # The triggerer builds it again from what it serializes to.
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow.providers.common.ai.durable.approval_trigger.ApprovalTrigger"
+    assert ApprovalTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_a_try_that_failed_before_it_took_the_answer_leaves_the_next_to_wait_for_it_asking_nothing_again(
+    requests_made, caplog
+):
+    caplog.set_level(logging.INFO)
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]), waits=False)
+    asked = wait(task, Ti())
+    # Airflow failed the try that was to resume with the answer before it ran (R-54): a retry.
+    retry = Payer(runs, [])
+    result = task.resume(retry, waits=False)
+
+    assert [item.raw_item.call_id for item in result.interruptions] == ["w1"]
+    assert task.pending is not None and task.pending.asked
+    waited = wait(task, Ti())
+    assert len(requests_made) == 1  # a second would erase the answer the person gave the first
+    assert (waited.kwargs["step_key"], waited.kwargs["fingerprint"]) == (
+        asked.kwargs["step_key"],
+        asked.kwargs["fingerprint"],
+    )
+    assert "waiting for the answer to the request an earlier try made step=1.3" in caplog.text
+    assert len(retry.model.calls) == 0 and runs == {}
+
+    # The trigger hands the answer back: the approved call runs once, nothing before it again.
+    resumed = Payer(runs, [[DONE]])
+    assert task.resume(resumed, APPROVED).final_output == "done"
+    assert requests_to(resumed.model) == [["wired 5"]]
+    assert runs == {"wire_money 5": 1}
+    assert task.entries()["1.3"]["result"] == {"approved": True, "by": "alice", "timed_out": False}
+    assert task.replayed == {"model": 1}
+
+
+def test_a_retry_after_the_decision_was_recorded_neither_asks_nor_waits(requests_made):
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]), waits=False)
+    wait(task, Ti())
+    with pytest.raises(WorkerDied):
+        task.resume(Payer(runs, [[REPORT]], report_dies=True), APPROVED)
+
+    result = task.resume(Payer(runs, [[DONE]]))
+
+    assert result.final_output == "done"
+    assert task.pending is None
+    assert len(requests_made) == 1
+    assert runs == {"wire_money 5": 1, "report": 2}
 
 
 @pytest.mark.parametrize(
@@ -403,3 +510,90 @@ def test_an_agent_that_stops_for_an_approval_without_durable_fails_the_task_nami
     with pytest.raises(RuntimeError, match="approvals need durable=True"):
         operator.execute({"ti": Ti()})
     assert runs == {}
+
+
+def first_event(trigger: ApprovalTrigger) -> Any:
+    import asyncio
+
+    async def first() -> Any:
+        return await anext(trigger.run())
+
+    return asyncio.run(first())
+
+
+@pytest.fixture
+def answer_looked_up(monkeypatch) -> list[Any]:
+    """When the trigger looked up the request; each look finds Alice's approval, given before the task deferred."""
+    import airflow.providers.standard.triggers.hitl as hitl_trigger
+    from airflow.sdk.api.datamodels._generated import HITLDetailResponse, HITLUser
+    from airflow.sdk.timezone import utcnow
+
+    import airflow.providers.common.ai.durable.approval_trigger as approval_trigger
+
+    looked: list[Any] = []
+    answered = utcnow()
+
+    def look_up(ti_id: str) -> HITLDetailResponse:
+        looked.append(utcnow())
+        return HITLDetailResponse(
+            response_received=True,
+            responded_by_user=HITLUser(id="7", name="alice"),
+            responded_at=answered,
+            chosen_options=["Approve"],
+            params_input={},
+        )
+
+    monkeypatch.setattr(hitl_trigger, "get_hitl_detail_content_detail", look_up)
+    monkeypatch.setattr(approval_trigger, "get_hitl_detail_content_detail", look_up)
+    return looked
+
+
+def test_the_trigger_hands_an_answer_back_only_once_its_moment_came(answer_looked_up):
+    from airflow.sdk.timezone import utcnow
+
+    not_before = utcnow() + timedelta(seconds=0.3)
+    trigger = ApprovalTrigger(
+        ti_id="ti-1", options=["Approve", "Reject"], params={}, timeout_datetime=None, not_before=not_before
+    )
+
+    event = first_event(trigger)
+
+    # It looks once to see it can read answers here, then not again before its moment.
+    assert len(answer_looked_up) == 2 and answer_looked_up[1] >= not_before
+    assert answer_of(event.payload, "1.3", "f") == Answer("1.3", "f", APPROVED)
+
+
+def test_a_try_resumed_soon_after_it_deferred_goes_on_only_once_the_moment_came():
+    from airflow.sdk.timezone import utcnow
+
+    not_before = utcnow() + timedelta(seconds=0.3)
+    event = {"chosen_options": ["Approve"], "responded_by_user": {"id": "7", "name": "alice"}, "timedout": False}
+
+    answer = resumed_with({"ti": Ti()}, event, "1.3", "f", not_before, method_name="execute_complete")
+
+    assert utcnow() >= not_before
+    assert answer == Answer("1.3", "f", APPROVED)
+
+
+def test_where_the_trigger_cannot_read_answers_the_task_waits_in_awaiting_input_or_fails_naming_why(monkeypatch):
+    from airflow.sdk.timezone import utcnow
+
+    import airflow.providers.common.ai.durable.approval_trigger as approval_trigger
+
+    # dag.test()'s stand-in supervisor answers the trigger's request with nothing.
+    monkeypatch.setattr(approval_trigger, "get_hitl_detail_content_detail", lambda ti_id: None)
+    trigger = ApprovalTrigger(
+        ti_id="ti-1", options=["Approve", "Reject"], params={}, timeout_datetime=None, not_before=utcnow()
+    )
+    event = first_event(trigger).payload
+
+    if AIRFLOW_V_3_3_PLUS:
+        from airflow.sdk.exceptions import TaskAwaitingInput
+
+        with pytest.raises(TaskAwaitingInput) as waiting:
+            resumed_with({"ti": Ti()}, event, "1.3", "f", None, method_name="execute_complete")
+        assert waiting.value.method_name == "execute_complete"
+        assert waiting.value.kwargs == {"step_key": "1.3", "fingerprint": "f"}
+    else:
+        with pytest.raises(ApprovalFailed, match=r"dag.test\(\) of Airflow before 3.3 cannot wait for an approval"):
+            resumed_with({"ti": Ti()}, event, "1.3", "f", None, method_name="execute_complete")

@@ -6,8 +6,12 @@ its task (:func:`approval_desk`) for a decision. A decision is a step of the run
 ``"approval"``), claimed at the next position after the model call that asked for the tools, so
 that every try numbers the steps alike: a recorded decision replays and is never asked again; an
 answer the task was resumed with is recorded there; with neither, the desk notes what to ask and
-the run ends with the SDK's interruptions, and :func:`wait_for_answer` creates the request and
-gives up the worker (``awaiting_input`` on Airflow 3.3, deferred to the triggerer before it).
+the run ends with the SDK's interruptions, and :func:`wait_for_answer` creates the request, records
+at the step that it was asked, and defers the task to the triggerer until a person answers.
+
+An answer belongs to Airflow's request until a try records it: a try that reaches a step whose
+request was asked and never answered in the journal (the try that was to resume with the answer
+failed first) asks nothing again, which would erase a given answer, and waits for that request.
 
 This module knows the journal and Airflow, not the agent SDK: ``openai_agents.py`` turns the
 SDK's interruptions into :class:`ApprovalRequest` and applies the decisions.
@@ -18,17 +22,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import DurableRun, JournalStep, masked_text
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from airflow.sdk.execution_time.hitl import HITLUser
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,11 @@ APPROVE, REJECT = "Approve", "Reject"
 OPTIONS = [APPROVE, REJECT]
 #: The step kind of a decision in the journal (a storage format: a rename is a migration).
 APPROVAL_STEP = "approval"
+#: What an approval step records once its request is made, until a decision replaces it (a storage format).
+ASKED = "asked"
+#: The least time from deferring for an answer to resuming with it: longer than a busy worker takes
+#: to end and be reported to the scheduler (see ``approval_trigger.py``).
+RESUME_DELAY = timedelta(seconds=15)
 #: The XCom key of the request a task waits for: what Airflow shows of a task instance's later requests is stale.
 APPROVAL_REQUEST_XCOM_KEY = "approval_request"
 #: The longest arguments text a request's body shows; longer ones are cut, saying so.
@@ -85,6 +94,8 @@ class PendingApproval:
     step_key: str
     fingerprint: str
     requests: tuple[ApprovalRequest, ...]
+    #: An earlier try made this request: its answer, if one was given, is Airflow's to hand back.
+    asked: bool = False
 
     @property
     def subject(self) -> str:
@@ -137,6 +148,7 @@ class ApprovalDesk:
         self.asked_before = answer is not None
         #: The approval this try must ask for, once a run stopped for one it has no decision for.
         self.pending: PendingApproval | None = None
+        self._pending_step: JournalStep | None = None
         #: The decisions this try applied, for the log: each with the tools it was for.
         self.decided: list[tuple[tuple[str, ...], Decision, bool]] = []
 
@@ -150,27 +162,41 @@ class ApprovalDesk:
             APPROVAL_STEP,
             ", ".join(dict.fromkeys(request.tool for request in requests)),
             fingerprint([asdict(request) for request in requests], what="the calls to approve"),
+            counted_when_handed_out=True,
         )
-        decision = _recorded_decision(step) if step.replayed else None
-        self.asked_before = self.asked_before or decision is not None
+        asked = step.replayed and step.result == ASKED
+        decision = _recorded_decision(step) if step.replayed and not asked else None
+        replayed = decision is not None
+        if replayed:
+            step.handed_out()
+        self.asked_before = self.asked_before or replayed
         if decision is None:
             decision = self._answer_for(step)
             if decision is None:
                 if self.pending is None and step.fingerprint is not None:
-                    self.pending = PendingApproval(step.key, step.fingerprint, requests)
+                    self.pending = PendingApproval(step.key, step.fingerprint, requests, asked=asked)
+                    self._pending_step = step
                 return None
             step.record(asdict(decision))
         tools = tuple(request.tool for request in requests)
-        self.decided.append((tools, decision, step.replayed))
+        self.decided.append((tools, decision, replayed))
         log.info(
             "Durable: %s step=%s tools=%s",
-            "approval replayed" if step.replayed else "approval given",
+            "approval replayed" if replayed else "approval given",
             step.describe(),
             ", ".join(tools),
         )
         log.info("Durable: %s %s", ", ".join(tools), decision.describe())
         step.run.journal.stats.approvals.append(f"{', '.join(tools)} {decision.describe()}")
         return [decision] * len(requests)
+
+    def record_asked(self) -> None:
+        """Record at the pending step that its request was made, before the task waits for the answer."""
+        step = self._pending_step
+        if step is None:
+            raise ValueError("record_asked needs a desk with a pending approval")
+        step.record(ASKED)
+        step.run.journal.settle()
 
     def _answer_for(self, step: JournalStep) -> Decision | None:
         answer, self.answer = self.answer, None
@@ -240,16 +266,54 @@ def answer_of(event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
     return Answer(step_key, fingerprint, decision)
 
 
-def resumed_with(context: Any, event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
+def resumed_with(
+    context: Any,
+    event: dict[str, Any],
+    step_key: str,
+    fingerprint: str,
+    not_before: datetime | None = None,
+    *,
+    method_name: str,
+) -> Answer:
     """
-    The answer a task resumed with (see :func:`answer_of`). A journal this process opened for
-    the try before it waited (``dag.test()`` resumes in the same process) is let go: the resumed
-    run numbers its runs anew, as in a new worker.
+    The answer a task resumed with (see :func:`answer_of`), once ``not_before`` (the task's
+    deferral and :data:`RESUME_DELAY`) has passed. A journal this process opened for the try
+    before it waited (``dag.test()`` resumes in the same process) is let go: the resumed run
+    numbers its runs anew, as in a new worker.
+
+    Airflow 3.3 resumes a deferred task at once when a person answers: should the scheduler still
+    fail this try for the workload that deferred it (see ``approval_trigger.py``), it does so
+    while the try waits here, before the approved call runs; the next try takes the answer.
+
+    Under ``dag.test()``, whose trigger cannot read the answer, the task waits in
+    ``awaiting_input`` for it instead (Airflow 3.3; ``dag.test()`` resumes it, and runs no
+    executor whose reports could fail it), and ``method_name`` resumes it; before 3.3 it fails.
     """
+    from airflow.sdk.timezone import utcnow
+
+    from airflow.providers.common.ai.durable.approval_trigger import CANNOT_READ_ANSWERS
     from airflow.providers.common.ai.durable.task_instance import take_journal
 
     take_journal(context["ti"])
-    return answer_of(event, step_key, fingerprint)
+    if event.get("error_type") == CANNOT_READ_ANSWERS:
+        try:
+            from airflow.sdk.exceptions import TaskAwaitingInput
+        except ImportError:  # Airflow before 3.3
+            raise ApprovalFailed(
+                "Durable: dag.test() of Airflow before 3.3 cannot wait for an approval: run the DAG under a "
+                "scheduler and a triggerer, for example airflow standalone"
+            ) from None
+        raise TaskAwaitingInput(method_name=method_name, kwargs={"step_key": step_key, "fingerprint": fingerprint})
+    answer = answer_of(event, step_key, fingerprint)
+    wait = (not_before - utcnow()).total_seconds() if not_before is not None else 0
+    if wait > 0:
+        log.info(
+            "Durable: the answer came soon after the task deferred; going on in %.1f s, once the scheduler "
+            "has heard that the workload that deferred it ended",
+            wait,
+        )
+        time.sleep(wait)
+    return answer
 
 
 class ApprovalTimedOut(Exception):
@@ -285,9 +349,12 @@ def wait_for_answer(
     notifiers: Sequence[Any],
 ) -> None:
     """
-    Create the human-in-the-loop request for ``pending`` and give up the worker until a person
-    answers: ``awaiting_input`` where Airflow has it (3.3), else deferred to ``HITLTrigger``.
-    The task resumes in ``operator.<method_name>(context, event, step_key=..., fingerprint=...)``.
+    Create the human-in-the-loop request for ``pending`` (unless an earlier try made it) and defer
+    the task to :class:`~airflow.providers.common.ai.durable.approval_trigger.ApprovalTrigger`
+    until a person answers, on every Airflow line. The task resumes in
+    ``operator.<method_name>(context, event, step_key=..., fingerprint=..., not_before=...)``,
+    which goes on no sooner than :data:`RESUME_DELAY` after the task deferred (see
+    :func:`resumed_with`).
 
     Each request is also pushed to XCom under ``approval_request`` (subject, body, step): Airflow
     (3.2, 3.3) keeps one request per task instance, across tries, and shows the subject and body
@@ -295,6 +362,8 @@ def wait_for_answer(
     """
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
+
+    from airflow.providers.common.ai.durable.approval_trigger import ApprovalTrigger
 
     pending = desk.pending
     if pending is None:
@@ -309,40 +378,42 @@ def wait_for_answer(
             pending.subject,
             pending.body,
         )
-
+    tools = ", ".join(call.tool for call in pending.requests)
     ti_id = context["task_instance"].id
-    upsert_hitl_detail(
-        ti_id=ti_id,
-        options=OPTIONS,
-        subject=pending.subject,
-        body=pending.body,
-        defaults=defaults,
-        multiple=False,
-        params={},
-        assigned_users=assigned_users,
-    )
-    log.info(
-        "Durable: waiting for a person to approve or reject step=%s tools=%s",
-        pending.step_key,
-        ", ".join(request.tool for request in pending.requests),
-    )
-    for notifier in notifiers:
-        notifier(context)
-    try:
-        from airflow.sdk.exceptions import TaskAwaitingInput
-    except ImportError:  # Airflow before 3.3: the triggerer polls for the answer
-        from airflow.providers.standard.triggers.hitl import HITLTrigger
-
-        operator.defer(
-            trigger=HITLTrigger(
-                ti_id=ti_id,
-                options=OPTIONS,
-                defaults=defaults,
-                params={},
-                multiple=False,
-                timeout_datetime=utcnow() + response_timeout if response_timeout else None,
-            ),
-            method_name=method_name,
-            kwargs=pending.resume_kwargs(),
+    if pending.asked:
+        # Creating it again would erase the answer a person may have given it.
+        log.info(
+            "Durable: waiting for the answer to the request an earlier try made step=%s tools=%s",
+            pending.step_key,
+            tools,
         )
-    raise TaskAwaitingInput(method_name=method_name, kwargs=pending.resume_kwargs(), timeout=response_timeout)
+    else:
+        upsert_hitl_detail(
+            ti_id=ti_id,
+            options=OPTIONS,
+            subject=pending.subject,
+            body=pending.body,
+            defaults=defaults,
+            multiple=False,
+            params={},
+            assigned_users=assigned_users,
+        )
+        desk.record_asked()
+        log.info("Durable: waiting for a person to approve or reject step=%s tools=%s", pending.step_key, tools)
+        for notifier in notifiers:
+            notifier(context)
+    now = utcnow()
+    not_before = now + RESUME_DELAY
+    operator.defer(
+        trigger=ApprovalTrigger(
+            ti_id=ti_id,
+            options=OPTIONS,
+            defaults=defaults,
+            params={},
+            multiple=False,
+            timeout_datetime=now + response_timeout if response_timeout else None,
+            not_before=not_before,
+        ),
+        method_name=method_name,
+        kwargs={**pending.resume_kwargs(), "not_before": not_before},
+    )

@@ -69,10 +69,10 @@ class AgentOperator(BaseOperator):
 
     With ``durable=True``, a tool call that needs approval (``needs_approval``) creates an
     Airflow human-in-the-loop request (subject: agent and tool; body: the masked arguments;
-    options Approve and Reject) and the task gives up its worker until a person answers
-    (``awaiting_input`` on Airflow 3.3, deferred before). The task then resumes: the calls
-    before the approval replay, the approved tool runs once, and the decision is recorded, so a
-    later retry never asks again (see the approvals docs).
+    options Approve and Reject) and the task defers to the triggerer until a person answers
+    (run a triggerer). The task then resumes: the calls before the approval replay, the approved
+    tool runs once, and the decision is recorded, so a later retry never asks again; a try that
+    fails before it took a given answer leaves it to the next try (see the approvals docs).
 
     Refuses, when the DAG is parsed: an ``agent`` that is neither an ``Agent`` nor callable, an
     empty prompt, ``max_turns`` below 1, and ``openai_conn_id`` together with a ``run_config``
@@ -143,11 +143,18 @@ class AgentOperator(BaseOperator):
         # The answer this execution resumed with (execute_complete), for the approval it was asked for.
         self._answer: Answer | None = None
 
-    def execute_complete(self, context: Context, event: dict[str, Any], step_key: str, fingerprint: str) -> Any:
+    def execute_complete(
+        self,
+        context: Context,
+        event: dict[str, Any],
+        step_key: str,
+        fingerprint: str,
+        not_before: datetime.datetime | None = None,
+    ) -> Any:
         """Resume after a person answered an approval request (or its timeout passed): run again, replaying."""
         from airflow.providers.common.ai.durable.approvals import resumed_with
 
-        self._answer = resumed_with(context, event, step_key, fingerprint)
+        self._answer = resumed_with(context, event, step_key, fingerprint, not_before, method_name="execute_complete")
         # execute, not the run alone: @task.agent writes the prompt there.
         return self.execute(context)
 
