@@ -1,15 +1,22 @@
 """
 The journal's cost on an agent run: N turns of one model call and one tool call, against an
-instant scripted model. Prints the CPU time of plain Runner.run_sync, a recording run and a full replay, on
-file:// and in memory, with ratios and the bytes written against the journal's final size.
+instant scripted model. Prints the CPU time of plain Runner.run_sync, a recording run and a full
+replay (interleaved, best of several), with ratios, and what the journal holds at the end: its
+size and its bytes per step (a step is a model call or a tool call; a run of N turns has 2N + 1).
 
-Run by hand, not in CI:  python benchmarks/openai_agents.py
+Run by hand, not in CI:
+    python benchmarks/openai_agents.py                       # file://, N = 10, 100, 400, 1000
+    python benchmarks/openai_agents.py --ns 10,100 --storages file,memory
+    python benchmarks/openai_agents.py --profile 10          # where a recording run's time goes
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
 import gc
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -18,15 +25,15 @@ from pathlib import Path
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agents import Agent, Runner, function_tool  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
-from journal import Counting  # noqa: E402
-from upath import UPath  # noqa: E402
+from agents import Agent, Runner, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+from journal import Counting
+from upath import UPath
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope  # noqa: E402
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage  # noqa: E402
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync  # noqa: E402
-from airflow.providers.common.ai.durable.storage import InMemoryStorage  # noqa: E402
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 @function_tool
@@ -50,45 +57,80 @@ def cpu_seconds(run) -> float:
     return time.process_time() - started
 
 
-def main() -> None:
+def storage_of(name: str, folder: str) -> Counting:
+    ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
+    inner = InMemoryStorage() if name == "memory" else ObjectStorageStorage(UPath(f"file://{folder}/cache"), **ids)
+    return Counting(inner)
+
+
+def runs(n: int, storage: Counting) -> dict:
+    def durable(answers: bool):
+        with journal_scope(DurableJournal(storage)):
+            return run_durably_sync(agent(n, answers=answers), "go", max_turns=n + 2)
+
+    def record():
+        # Each recording run starts from an empty journal; the replay reads it.
+        storage.inner.delete_all(())
+        storage.bytes_written, storage.sizes = 0, {}
+        return durable(True)
+
+    return {
+        "plain": lambda: Runner.run_sync(agent(n, answers=True), "go", max_turns=n + 2),
+        "record": record,
+        "replay": lambda: durable(False),
+    }
+
+
+def measure(ns: list[int], storages: list[str]) -> None:
     print(
-        f"{'storage':<8}{'N':>5}{'run_sync s':>12}{'record s':>10}{'replay s':>10}"
-        f"{'record/run':>12}{'replay/run':>12}{'written/final':>15}"
+        f"{'storage':<8}{'N':>6}{'plain s':>10}{'record s':>10}{'replay s':>10}{'record/plain':>14}"
+        f"{'replay/plain':>14}{'KiB stored':>12}{'bytes/step':>12}{'written/final':>15}",
+        flush=True,
     )
-    for n in (10, 100, 400):
-        with tempfile.TemporaryDirectory() as folder:
-            ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
-            for name, inner in (
-                ("memory", InMemoryStorage()),
-                ("file://", ObjectStorageStorage(UPath(f"file://{folder}/cache"), **ids)),
-            ):
-                storage = Counting(inner)
-
-                def durable(answers: bool):
-                    with journal_scope(DurableJournal(storage)):
-                        return run_durably_sync(agent(n, answers=answers), "go", max_turns=n + 2)
-
-                def record():
-                    # Each recording run starts from an empty journal; the replay reads it.
-                    storage.inner.delete_all(())
-                    storage.bytes_written, storage.sizes = 0, {}
-                    return durable(True)
-
+    for n in ns:
+        for name in storages:
+            with tempfile.TemporaryDirectory() as folder:
+                storage = storage_of(name, folder)
                 # Interleaved, best of each: the machine's noise only ever adds time.
                 best = {"plain": float("inf"), "record": float("inf"), "replay": float("inf")}
-                for _ in range(7 if n <= 100 else 2):
-                    for kind, run in (
-                        ("plain", lambda: Runner.run_sync(agent(n, answers=True), "go", max_turns=n + 2)),
-                        ("record", record),
-                        ("replay", lambda: durable(False)),
-                    ):
+                for _ in range(7 if n <= 100 else 3 if n <= 400 else 1):
+                    for kind, run in runs(n, storage).items():
                         best[kind] = min(best[kind], cpu_seconds(run))
-                ratio = storage.bytes_written / sum(storage.sizes.values())
+                stored = sum(storage.sizes.values())
                 print(
-                    f"{name:<8}{n:>5}{best['plain']:>12.3f}{best['record']:>10.3f}{best['replay']:>10.3f}"
-                    f"{best['record'] / best['plain']:>12.2f}{best['replay'] / best['plain']:>12.2f}{ratio:>15.2f}"
+                    f"{name:<8}{n:>6}{best['plain']:>10.3f}{best['record']:>10.3f}{best['replay']:>10.3f}"
+                    f"{best['record'] / best['plain']:>14.2f}{best['replay'] / best['plain']:>14.2f}"
+                    f"{stored / 1024:>12.1f}{stored / (2 * n + 1):>12.0f}{storage.bytes_written / stored:>15.2f}",
+                    flush=True,
                 )
 
 
+def profile(n: int, storages: list[str]) -> None:
+    """cProfile of 20 recording runs and 20 plain ones: the journal's functions, and the totals."""
+    for name in storages:
+        with tempfile.TemporaryDirectory() as folder:
+            each = runs(n, storage_of(name, folder))
+            for kind in ("plain", "record"):
+                each[kind]()
+                profiler = cProfile.Profile()
+                profiler.enable()
+                for _ in range(20):
+                    each[kind]()
+                profiler.disable()
+                stats = pstats.Stats(profiler, stream=sys.stdout)
+                print(f"\n{name} {kind} N={n}: {stats.total_tt:.3f} s in 20 runs")
+                if kind == "record":
+                    stats.sort_stats("cumulative").print_stats(r"durable/|logging/__init__.py:\d+\(info\)", 40)
+
+
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--ns", default="10,100,400,1000", help="numbers of turns, comma-separated")
+    parser.add_argument("--storages", default="file", help="file, memory or both, comma-separated")
+    parser.add_argument("--profile", type=int, metavar="N", help="profile N turns instead of measuring")
+    arguments = parser.parse_args()
+    storages = ["file://" if name == "file" else name for name in arguments.storages.split(",")]
+    if arguments.profile:
+        profile(arguments.profile, storages)
+    else:
+        measure([int(n) for n in arguments.ns.split(",")], storages)

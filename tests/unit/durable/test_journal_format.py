@@ -1,11 +1,12 @@
 """
 The journal's storage format, pinned by journals the code that writes them recorded.
 
-``golden/format_3`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
-scenario of ``golden/scenarios.py``, and ``golden/format_2`` what the release before recorded
-(format 3 added the part digests that name what changed); each is replayed here by the next try
-of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0 wrote: this release
-sets it aside.
+``golden/format_4`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
+scenario of ``golden/scenarios.py``, ``golden/format_3`` and ``golden/format_2`` what the
+releases before recorded (format 3 added the part digests that name what changed, format 4 stores
+for a later model call of a run only the digests of the input items it added); each is replayed
+here by the next try of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0
+wrote: this release sets it aside.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ GOLDEN = Path(__file__).parent / "golden"
 FORMAT_1 = GOLDEN / "format_1"
 FORMAT_2 = GOLDEN / "format_2"
 FORMAT_3 = GOLDEN / "format_3"
+FORMAT_4 = GOLDEN / "format_4"
 #: Every format this release replays, each with its golden journals.
-REPLAYED_FORMATS = [FORMAT_2, FORMAT_3]
+REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4]
 RECORDER = GOLDEN / "record.py"
 
 SCENARIO_NAMES = [scenario.name for scenario in SCENARIOS]
@@ -83,7 +85,7 @@ def golden(request):
     return request.param
 
 
-def replayed(name: str, golden: Path = FORMAT_3) -> Try:
+def replayed(name: str, golden: Path = FORMAT_4) -> Try:
     return SCENARIOS_BY_NAME[name].replay(storage_of(golden_entries(golden / name)))
 
 
@@ -127,6 +129,23 @@ def test_format_3_holds_the_fingerprints_of_format_2_and_part_digests_beside_the
         assert identity(format_3[key]) == identity(format_2[key])
         assert "parts" in json.loads(format_3[key])
         assert "parts" not in json.loads(format_2[key])
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_format_4_holds_the_fingerprints_of_format_3_and_for_a_later_model_call_only_the_items_it_added(name):
+    format_3, format_4 = golden_entries(FORMAT_3 / name), golden_entries(FORMAT_4 / name)
+    assert set(format_3) == set(format_4)
+    for key in set(format_4) - {"0"}:
+        assert identity(format_4[key]) == identity(format_3[key])
+        parts_3, parts_4 = json.loads(format_3[key])["parts"], json.loads(format_4[key])["parts"]
+        if "input" not in parts_3 or key.endswith(".1"):  # a tool call, or the first call of its run
+            assert parts_4 == parts_3
+            continue
+        # The run's call before this one sent the input up to item "from": only the rest is stored.
+        start = parts_4["input"]["from"]
+        assert parts_4["input"]["added"] == parts_3["input"][start:]
+        assert 0 < start < len(parts_3["input"])
+        assert {**parts_4, "input": None} == {**parts_3, "input": None}
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
@@ -256,7 +275,7 @@ def test_a_journal_written_in_format_1_is_set_aside_with_a_log_line_and_runs_liv
     with caplog.at_level(logging.WARNING), journal.run() as run:
         steps = [run.claim(kind, name, fingerprint(request)) for kind, name, request in CALLS]
     assert [step.replayed for step in steps] == [False, False, False]
-    assert "has format 1 (an earlier release wrote it), this release reads formats 2 and 3" in caplog.text
+    assert "has format 1 (an earlier release wrote it), this release reads formats 2, 3, 4" in caplog.text
 
 
 def test_a_journal_written_in_format_1_is_deleted_with_the_rest():

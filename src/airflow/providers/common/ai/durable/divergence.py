@@ -2,28 +2,50 @@
 Why a call no longer lines up with its recorded entry, in words: what changed.
 
 Next to a call's fingerprint the journal stores a short keyed digest of each part of what the
-call asked (:func:`model_call_parts`, :func:`tool_call_parts`): the model, the instructions, each
+call asked (:func:`tool_call_parts`, :class:`ModelCalls`): the model, the instructions, each
 input item, each settings field, each tool, ... When the fingerprints differ, comparing the parts
 names what changed (:func:`what_changed`): "input item 3 of 4 differs", "tool 'refund' was added".
-The digests are keyed as fingerprints are, so that a short secret in one part cannot be guessed
-from the journal; they only explain, a call is matched by its whole fingerprint.
+The digests are keyed as fingerprints are, and taken over the masked form of each part, so that
+a short secret in one part cannot be guessed from the journal; they only explain, a call is
+matched by its whole fingerprint.
+
+A run's conversation is appended to: each model call's input starts with the input of the call
+before it. :class:`ModelCalls` renders, masks and digests each input item once per run, hashes a
+call's fingerprint on from where the call before it stopped, and stores with each call only the
+digests of the items it added and a digest of the items before them; what a call stores and
+computes does not grow with the conversation.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from airflow.providers.common.ai.durable.fingerprint import fingerprint, why_fingerprints_differ
+from airflow.providers.common.ai.durable.fingerprint import (
+    FingerprintHasher,
+    UnrenderableValueError,
+    canonical_json,
+    fingerprint,
+    fingerprint_of_json,
+    masked_json,
+    why_fingerprints_differ,
+)
 from airflow.providers.common.ai.durable.masking import masked_text
+
+log = logging.getLogger(__name__)
 
 # Enough to tell parts apart in an explanation, small enough for a part per input item.
 _DIGEST_LENGTH = 12
 
-#: How a model call's parts are digested: each item of a list, each field of a mapping, each
-#: entry of a list of named entries (tools, handoffs); any other part as a whole.
-_ITEMS, _FIELDS, _NAMED = "items", "fields", "named"
-_MODEL_CALL_SHAPE = {"input": _ITEMS, "settings": _FIELDS, "tools": _NAMED, "handoffs": _NAMED}
+#: How a model call's parts are digested: each field of a mapping, each entry of a list of named
+#: entries (tools, handoffs); the input item by item (see ModelCalls); any other part as a whole.
+_FIELDS, _NAMED = "fields", "named"
+_MODEL_CALL_SHAPE = {"settings": _FIELDS, "tools": _NAMED, "handoffs": _NAMED}
 
 #: What each part is called in an explanation.
 _LABELS = {
@@ -44,10 +66,14 @@ _ENTRY_NOUNS = {"settings": "settings field", "tools": "tool", "handoffs": "hand
 
 def _digest(value: Any) -> str:
     digest = fingerprint(value, what="a part of a call")
-    return digest.rpartition(":")[2][:_DIGEST_LENGTH] if digest is not None else ""
+    return _short(digest) if digest is not None else ""
 
 
-def _by_name(named: list[tuple[Any, Any]]) -> dict[str, str]:
+def _short(fingerprint: str) -> str:
+    return fingerprint.rpartition(":")[2][:_DIGEST_LENGTH]
+
+
+def _by_name(named: Iterable[tuple[Any, Any]]) -> dict[str, str]:
     """The digest of each value by its name, masked; a name taken already is told apart by its position."""
     digests: dict[str, str] = {}
     for position, (name, value) in enumerate(named):
@@ -59,18 +85,16 @@ def _by_name(named: list[tuple[Any, Any]]) -> dict[str, str]:
 
 
 def _digested(value: Any, shape: str | None) -> Any:
-    if shape == _ITEMS and isinstance(value, list):
-        return [_digest(item) for item in value]
     if shape == _FIELDS and isinstance(value, dict):
-        return _by_name(list(value.items()))
+        return _by_name(value.items())
     if shape == _NAMED and isinstance(value, list):
-        return _by_name([(entry.get("name") if isinstance(entry, dict) else None, entry) for entry in value])
+        return _by_name((entry.get("name") if isinstance(entry, dict) else None, entry) for entry in value)
     return _digest(value)
 
 
 def model_call_parts(request: dict[str, Any]) -> dict[str, Any]:
-    """The part digests of a model call described as ``{"model": ..., "input": [...], ...}``."""
-    return {part: _digested(value, _MODEL_CALL_SHAPE.get(part)) for part, value in request.items()}
+    """The part digests of a model call described as ``{"model": ..., "input": [...], ...}``, as the first of its run."""
+    return ModelCalls().fingerprint_and_parts(request, what="a model call")[1] or {}
 
 
 def tool_call_parts(name: str, arguments: str, call_id: str) -> dict[str, Any]:
@@ -86,6 +110,158 @@ def tool_call_parts(name: str, arguments: str, call_id: str) -> dict[str, Any]:
     }
 
 
+def _prefix_digest(before: str, digest: str) -> str:
+    return hashlib.sha256(f"{before}\0{digest}".encode()).hexdigest()[:_DIGEST_LENGTH]
+
+
+@dataclass(frozen=True)
+class InputDigests:
+    """
+    The digests of a model call's input items: the first ``length`` of ``digests``, and in
+    ``prefixes[n]`` a digest of the first ``n`` of them. The call kept the input of the call before
+    it up to item ``start``. (The lists are the run's, which only grow: a call reads its own part.)
+    """
+
+    digests: list[str]
+    prefixes: list[str]
+    length: int
+    start: int
+
+    def stored(self) -> list[str] | dict[str, Any]:
+        """What the entry stores: every digest for a run's first input, else the ones added since the call before."""
+        if self.start == 0:
+            return self.digests[: self.length]
+        return {
+            "from": self.start,
+            "prefix": self.prefixes[self.start],
+            "added": self.digests[self.start : self.length],
+        }
+
+    def changed_from(self, recorded: Any) -> str | None:
+        """How this input differs from the recorded one (either shape :meth:`stored` writes), or ``None``."""
+        current = self.digests[: self.length]
+        if isinstance(recorded, list):
+            was = recorded
+        elif (
+            isinstance(recorded, dict)
+            and isinstance(recorded.get("from"), int)
+            and isinstance(recorded.get("added"), list)
+        ):
+            start, added = recorded["from"], recorded["added"]
+            if not 0 <= start <= self.length or self.prefixes[start] != recorded.get("prefix"):
+                # Both calls kept the input of the run's call before them, which lined up (else this
+                # call would not be compared): this one kept less of it, up to where it differs.
+                if self.start >= start:
+                    return f"the input differs before item {start} (counting from 0; the input has {self.length} items)"
+                if self.start < self.length:
+                    return _item_differs(self.start, self.length)
+                return _lengths_differ("the input", start + len(added), self.length)
+            was = current[:start] + added
+        else:
+            return "the input changed"
+        return None if was == current else _items_changed("the input", was, current)
+
+
+class Parts(dict[str, Any]):
+    """A call's part digests as its entry stores them; for a model call, with its whole input's digests."""
+
+    input_digests: InputDigests | None = None
+
+
+class ModelCalls:
+    """
+    The model calls of one agent run, each fingerprinted and digested part by part as it comes
+    (see the module's docstring). A call's fingerprint is :func:`fingerprint` of its request.
+    """
+
+    def __init__(self) -> None:
+        # Each part seen so far, by name and canonical JSON: its masked JSON and digests, made once.
+        self._parts: dict[tuple[str, str], tuple[str, Any]] = {}
+        # The input items of the latest call (copies, to compare), their masked JSON and digests.
+        self._items: list[Any] = []
+        self._item_texts: list[str] = []
+        self._digests: list[str] = []
+        self._prefixes: list[str] = [""]
+        # The fingerprint's hash of what comes before the input's items, and of the first
+        # ``_hashed_items`` of them.
+        self._head = ""
+        self._hashed: FingerprintHasher | None = None
+        self._hashed_items = 0
+
+    def fingerprint_and_parts(self, request: dict[str, Any], *, what: str) -> tuple[str | None, Parts | None]:
+        """
+        The fingerprint and parts of a model call described as ``{"model": ..., "input": [...], ...}``;
+        ``(None, None)``, with a warning, when it has no canonical rendering (it runs live).
+        """
+        try:
+            return self._digested(request)
+        except UnrenderableValueError as error:
+            log.warning("Durable: cannot fingerprint %s, so it runs live: %s", what, error)
+            return None, None
+
+    def _digested(self, request: dict[str, Any]) -> tuple[str, Parts]:
+        parts = Parts()
+        rendered: dict[str, str] = {}
+        for part, value in request.items():
+            if part == "input" and isinstance(value, list):
+                parts.input_digests = self._input(value)
+                parts[part] = parts.input_digests.stored()
+            else:
+                rendered[part], parts[part] = self._part(part, value)
+        # The request's canonical JSON (keys sorted), its input's items hashed once per run.
+        fields = {part: f"{canonical_json(part)}:{text}" for part, text in sorted(rendered.items())}
+        if parts.input_digests is None:
+            self._forget_input()
+            return fingerprint_of_json("{" + ",".join(fields.values()) + "}"), parts
+        head = "{" + "".join(f"{field}," for part, field in fields.items() if part < "input") + '"input":['
+        hasher = self._input_hashed(head).copy()
+        hasher.update("]" + "".join(f",{field}" for part, field in fields.items() if part > "input") + "}")
+        return hasher.fingerprint(), parts
+
+    def _part(self, part: str, value: Any) -> tuple[str, Any]:
+        """The masked JSON of a part that is not the input, and its digests."""
+        plain = canonical_json(value)
+        found = self._parts.get((part, plain))
+        if found is None:
+            text, shape = masked_json(plain), _MODEL_CALL_SHAPE.get(part)
+            digests = _digested(value, shape) if shape else _short(fingerprint_of_json(text))
+            found = self._parts[part, plain] = (text, digests)
+        return found
+
+    def _input(self, items: list[Any]) -> InputDigests:
+        """The digests of a call's input items, digesting only those the call before it did not send."""
+        start = min(len(items), len(self._items))
+        if items[:start] != self._items[:start]:
+            # Equal items are taken as unchanged: the SDK builds each turn's input anew from the same run items.
+            start = next(index for index in range(start) if items[index] != self._items[index])
+        if start < len(self._items):
+            # The conversation was rewritten (a handoff's input filter): new lists, a call's own part stays.
+            self._forget_input(keep=start)
+        for item in items[start:]:
+            plain = canonical_json(item)
+            text = masked_json(plain)
+            self._items.append(copy.deepcopy(item))
+            self._item_texts.append(text)
+            self._digests.append(_short(fingerprint_of_json(text)))
+            self._prefixes.append(_prefix_digest(self._prefixes[-1], self._digests[-1]))
+        return InputDigests(self._digests, self._prefixes, len(items), start)
+
+    def _forget_input(self, keep: int = 0) -> None:
+        self._items, self._item_texts = self._items[:keep], self._item_texts[:keep]
+        self._digests, self._prefixes = self._digests[:keep], self._prefixes[: keep + 1]
+        self._hashed = None
+
+    def _input_hashed(self, head: str) -> FingerprintHasher:
+        """The fingerprint's hash of ``head`` and the latest input's items, on from the latest call's."""
+        if self._hashed is None or head != self._head:
+            self._head, self._hashed, self._hashed_items = head, FingerprintHasher(), 0
+            self._hashed.update(head)
+        for index in range(self._hashed_items, len(self._item_texts)):
+            self._hashed.update(("," if index else "") + self._item_texts[index])
+        self._hashed_items = len(self._item_texts)
+        return self._hashed
+
+
 def _entries_changed(noun: str, recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     changes = [
         f"{noun} {name!r} was added" if name not in recorded else f"{noun} {name!r} changed"
@@ -98,8 +274,16 @@ def _entries_changed(noun: str, recorded: dict[str, Any], current: dict[str, Any
 def _items_changed(label: str, recorded: list[Any], current: list[Any]) -> str:
     for index, (was, now) in enumerate(zip(recorded, current, strict=False)):
         if was != now:
-            return f"input item {index} differs (counting from 0; the input has {len(current)} items)"
-    return f"{label} has {len(current)} items where the recorded call had {len(recorded)}, the first {min(len(current), len(recorded))} the same"
+            return _item_differs(index, len(current))
+    return _lengths_differ(label, len(recorded), len(current))
+
+
+def _item_differs(index: int, length: int) -> str:
+    return f"input item {index} differs (counting from 0; the input has {length} items)"
+
+
+def _lengths_differ(label: str, recorded: int, current: int) -> str:
+    return f"{label} has {current} items where the recorded call had {recorded}, the first {min(current, recorded)} the same"
 
 
 def _part_changed(part: str, recorded: Any, current: Any) -> list[str]:
@@ -120,13 +304,14 @@ def what_changed(recorded: Any, current: dict[str, Any] | None) -> str | None:
     """
     if not isinstance(recorded, dict) or current is None:
         return None
-    parts = [*current, *(part for part in recorded if part not in current)]
-    changes = [
-        change
-        for part in parts
-        if recorded.get(part) != current.get(part)
-        for change in _part_changed(part, recorded.get(part), current.get(part))
-    ]
+    input_digests = getattr(current, "input_digests", None)
+    changes: list[str] = []
+    for part in [*current, *(part for part in recorded if part not in current)]:
+        was, now = recorded.get(part), current.get(part)
+        if part == "input" and input_digests is not None:
+            changes += filter(None, [input_digests.changed_from(was)])
+        elif was != now:
+            changes += _part_changed(part, was, now)
     return "; ".join(changes) if changes else None
 
 

@@ -62,6 +62,10 @@ def _canonical(value: Any) -> Any:
     raise UnrenderableValueError(f"{type(value).__qualname__} has no canonical JSON rendering")
 
 
+# One encoder for every rendering: json.dumps with options builds a new one on each call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_canonical)
+
+
 def canonical_json(value: Any) -> str:
     """
     Render ``value`` as JSON that is identical in every process for equal values.
@@ -71,7 +75,7 @@ def canonical_json(value: Any) -> str:
     an object whose only rendering is its address) raises :class:`UnrenderableValueError`.
     """
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_canonical)
+        return _CANONICAL.encode(value)
     except UnrenderableValueError:
         raise
     except (TypeError, ValueError, RecursionError) as error:
@@ -121,15 +125,19 @@ def masked_json(rendered: str) -> str:
     return canonical_json(value) if changed else rendered
 
 
+@functools.lru_cache(maxsize=4)
+def _unstarted_hashes(keys: tuple[tuple[bytes, str], ...] | None) -> tuple[Any, ...]:
+    # Copied for each hasher: cheaper than keying a new HMAC.
+    return tuple(hmac.new(secret, digestmod=hashlib.sha256) for secret, _ in keys) if keys else (hashlib.sha256(),)
+
+
 class FingerprintHasher:
     """The fingerprint of a masked rendering given in pieces, as :func:`fingerprint` hashes it whole."""
 
     def __init__(self) -> None:
         keys = fingerprint_key()
         self._key_ids = [key_id for _, key_id in keys] if keys is not None else None
-        self._hashes: list[Any] = [hmac.new(secret, digestmod=hashlib.sha256) for secret, _ in keys or ()]
-        if not self._hashes:
-            self._hashes.append(hashlib.sha256())
+        self._hashes = [hashed.copy() for hashed in _unstarted_hashes(keys)]
 
     def update(self, text: str) -> None:
         # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.

@@ -47,9 +47,11 @@ from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage
 log = logging.getLogger(__name__)
 
 #: The format version every entry carries. A change to the entry's fields is a new version.
-#: Format 3 added "parts" (the digests that name what changed); format 2 entries replay as they are.
-FORMAT_VERSION = 3
-_READABLE_FORMATS = frozenset({2, 3})
+#: Format 3 added "parts" (the digests that name what changed); format 4 stores, for a model call
+#: after the first of its run, only the digests of the input items it added. Formats 2 and 3 replay
+#: as they are: their fingerprints are the ones this release computes.
+FORMAT_VERSION = 4
+_READABLE_FORMATS = frozenset({2, 3, 4})
 
 # The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.
@@ -927,7 +929,7 @@ def _parsed(text: str) -> _Lookup:
     if entry.get("format") not in _READABLE_FORMATS:
         return None, (
             f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
-            f"this release reads formats {' and '.join(map(str, sorted(_READABLE_FORMATS)))}"
+            f"this release reads formats {', '.join(map(str, sorted(_READABLE_FORMATS)))}"
         )
     return entry, None
 

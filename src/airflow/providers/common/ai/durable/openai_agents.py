@@ -40,7 +40,7 @@ from airflow.providers.common.ai.durable._tool_output import (
     encode_tool_output,
 )
 from airflow.providers.common.ai.durable.approvals import ApprovalRequest, approval_desk
-from airflow.providers.common.ai.durable.divergence import model_call_parts, tool_call_parts
+from airflow.providers.common.ai.durable.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import (
     DurableJournal,
@@ -399,6 +399,8 @@ class _DurableAgentRun:
         self._tool_steps: dict[str, JournalStep] = {}
         # The model step whose call raised: the SDK's own retry of it keeps its position.
         self._failed_model_step: JournalStep | None = None
+        # The fingerprints and part digests of the run's model calls, each input item digested once.
+        self._model_calls = ModelCalls()
         # The journaled tools of the latest answer by name, and the steps of its calls that ran.
         self._answer_tools: dict[str, FunctionTool] = {}
         self._answer_tool_steps: list[JournalStep] = []
@@ -485,11 +487,9 @@ class _DurableAgentRun:
             raise
 
     def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
-        request = _request(name, call)
-        fingerprinted = fingerprint(request, what=f"model {name!r}")
+        fingerprinted, parts = self._model_calls.fingerprint_and_parts(_request(name, call), what=f"model {name!r}")
         step = self._failed_model_step
         if step is None or step.fingerprint != fingerprinted or fingerprinted is None:
-            parts = model_call_parts(request) if fingerprinted is not None else None
             step = self.run.claim("model", name, fingerprinted, parts=parts)
         self._failed_model_step = None
         return step
