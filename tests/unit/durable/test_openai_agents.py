@@ -471,7 +471,9 @@ def test_a_conversations_session_kept_on_the_providers_servers_is_refused_before
         OpenAIConversationsSession(openai_client=client),
         OpenAIConversationsSession(conversation_id="conv_1", openai_client=client),
     ):
-        with pytest.raises(ValueError, match=r"cannot use an OpenAIConversationsSession: .* use a session kept locally"):
+        with pytest.raises(
+            ValueError, match=r"cannot use an OpenAIConversationsSession: .* use a session kept locally"
+        ):
             Task().attempt(Agent(name="a", model=scripted), session=session)
         with (
             pytest.raises(ValueError, match="cannot use an OpenAIConversationsSession"),
