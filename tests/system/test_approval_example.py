@@ -1,8 +1,9 @@
 """
 The approval example, run as its users run it: ``python example_dags/example_durable_approval.py``
 (``dag.test()``), answered through the REST API of an api-server on the same database, as the
-example's docstring says. It waits for the answer, then replays the lookup and both model calls,
-and refunds once.
+example's docstring says. ``dag.test()`` runs the approval trigger in its own process, which cannot
+read answers, so the task waits in ``awaiting_input`` instead (Airflow 3.3). It waits for the
+answer, then replays the lookup and both model calls, and refunds once.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def api_server(tmp_path, airflow_db):
 
 @pytest.mark.skipif(
     not AIRFLOW_V_3_3_PLUS,
-    reason="dag.test() of Airflow 3.2 runs HITLTrigger in its own process, whose supervisor does not answer "
-    "GetHITLDetailResponse ('Unhandled request'); tests/system/test_approvals_in_airflow.py runs 3.2 under a triggerer",
+    reason="dag.test() runs the approval trigger beside a stand-in supervisor that cannot read answers; on 3.2 the "
+    "task has no awaiting_input to wait in instead (it fails naming the fix); test_approvals_in_airflow.py runs "
+    "3.2 under a triggerer",
 )
 def test_the_approval_example_waits_for_the_answer_then_replays_and_refunds_once(tmp_path, api_server):
     script = [

@@ -597,3 +597,24 @@ def test_where_the_trigger_cannot_read_answers_the_task_waits_in_awaiting_input_
     else:
         with pytest.raises(ApprovalFailed, match=r"dag.test\(\) of Airflow before 3.3 cannot wait for an approval"):
             resumed_with({"ti": Ti()}, event, "1.3", "f", None, method_name="execute_complete")
+
+
+def test_an_answer_that_names_no_step_is_taken_for_the_request_made_last_and_only_for_it():
+    # dag.test() resumes a task without the kwargs it deferred with: the answer names no step.
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]), waits=False)
+    unasked = Payer(runs, [])
+    task.journal = DurableJournal(task.storage)
+    with journal_scope(task.journal), answering_approvals(Answer(None, None, APPROVED)) as desk:
+        run_durably_sync(unasked.agent, task.prompt)
+    assert desk.pending is not None and runs == {}  # no request was made: the answer is for none
+
+    desk.record_asked()
+    resumed = Payer(runs, [[DONE]])
+    task.journal = DurableJournal(task.storage)
+    with journal_scope(task.journal), answering_approvals(Answer(None, None, APPROVED)):
+        result = run_durably_sync(resumed.agent, task.prompt)
+
+    assert result.final_output == "done"
+    assert runs == {"wire_money 5": 1}

@@ -80,10 +80,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class Answer:
-    """The decision the task was resumed with, for the approval step it was asked for."""
+    """
+    The decision the task was resumed with, for the approval step it was asked for; with no step,
+    for the request made last (``dag.test()`` resumes a task without the kwargs it deferred with).
+    """
 
-    step_key: str
-    fingerprint: str
+    step_key: str | None
+    fingerprint: str | None
     decision: Decision
 
 
@@ -171,7 +174,7 @@ class ApprovalDesk:
             step.handed_out()
         self.asked_before = self.asked_before or replayed
         if decision is None:
-            decision = self._answer_for(step)
+            decision = self._answer_for(step, asked=asked)
             if decision is None:
                 if self.pending is None and step.fingerprint is not None:
                     self.pending = PendingApproval(step.key, step.fingerprint, requests, asked=asked)
@@ -198,10 +201,12 @@ class ApprovalDesk:
         step.record(ASKED)
         step.run.journal.settle()
 
-    def _answer_for(self, step: JournalStep) -> Decision | None:
+    def _answer_for(self, step: JournalStep, *, asked: bool) -> Decision | None:
         answer, self.answer = self.answer, None
         if answer is None:
             return None
+        if answer.step_key is None and asked:
+            return answer.decision
         if (answer.step_key, answer.fingerprint) != (step.key, step.fingerprint):
             log.warning(
                 "Durable: the answer the task resumed with was given for other tool calls; they are asked again "
@@ -245,7 +250,7 @@ def approval_desk() -> ApprovalDesk | None:
     return _desk.get()
 
 
-def answer_of(event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
+def answer_of(event: dict[str, Any], step_key: str | None, fingerprint: str | None) -> Answer:
     """
     The answer in the event a human-in-the-loop task resumes with. Raises
     :class:`ApprovalTimedOut` when the response timeout passed with no answer and no default.
@@ -269,8 +274,8 @@ def answer_of(event: dict[str, Any], step_key: str, fingerprint: str) -> Answer:
 def resumed_with(
     context: Any,
     event: dict[str, Any],
-    step_key: str,
-    fingerprint: str,
+    step_key: str | None,
+    fingerprint: str | None,
     not_before: datetime | None = None,
     *,
     method_name: str,
@@ -303,6 +308,7 @@ def resumed_with(
                 "Durable: dag.test() of Airflow before 3.3 cannot wait for an approval: run the DAG under a "
                 "scheduler and a triggerer, for example airflow standalone"
             ) from None
+        log.info("Durable: this process cannot read the answer (dag.test()), so the task waits in awaiting_input")
         raise TaskAwaitingInput(method_name=method_name, kwargs={"step_key": step_key, "fingerprint": fingerprint})
     answer = answer_of(event, step_key, fingerprint)
     wait = (not_before - utcnow()).total_seconds() if not_before is not None else 0

@@ -147,8 +147,8 @@ class AgentOperator(BaseOperator):
         self,
         context: Context,
         event: dict[str, Any],
-        step_key: str,
-        fingerprint: str,
+        step_key: str | None = None,
+        fingerprint: str | None = None,
         not_before: datetime.datetime | None = None,
     ) -> Any:
         """Resume after a person answered an approval request (or its timeout passed): run again, replaying."""
