@@ -257,6 +257,7 @@ def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) 
             f"{SUMMARY_KEY_PREFIX}7": '{"a": 1}',
             f"{SUMMARY_KEY_PREFIX}8": "[" * 100_000 + "]" * 100_000,
             f"{SUMMARY_KEY_PREFIX}²": json.dumps("{}"),
+            "9": json.dumps(texts[2]),  # a key of the task's own, no summary
         }
         with create_session() as session:
             dag_run_id = session.scalar(select(DagRun.id).where(DagRun.dag_id == DAG_ID, DagRun.run_id == run_id))

@@ -72,8 +72,10 @@ def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: in
         if key.startswith(KEY_PREFIX):
             # A value that is no text shows as an entry that cannot be read.
             entries[key.removeprefix(KEY_PREFIX)] = text if isinstance(text, str) else ""
-        elif (number := try_number_of(key.removeprefix(SUMMARY_KEY_PREFIX))) is not None:
-            summaries[number] = text if isinstance(text, str) else ""
+        elif key.startswith(SUMMARY_KEY_PREFIX):
+            number = try_number_of(key.removeprefix(SUMMARY_KEY_PREFIX))
+            if number is not None:
+                summaries[number] = text if isinstance(text, str) else ""
     return entries, summaries
 
 
@@ -173,8 +175,9 @@ def _counts(counts: dict[str, int] | None) -> str:
     return f"{total} ({kinds})" if kinds else "0"
 
 
-def _shown(value: Any) -> Any:
-    return _UNREADABLE if value is None else value
+def _cell(value: Any) -> str:
+    """``value`` escaped, or what shows for one the summary holds in another form."""
+    return _e(_UNREADABLE if value is None else value)
 
 
 def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
@@ -189,23 +192,23 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
         usage = summary["usage"] or {}
         saved = usage.get("saved") or {}
         divergences = "".join(
-            f"<li>{_e(_shown(d['step']))}: {_e(_shown(d['reason']))}</li>" for d in summary["divergences"] or []
+            f"<li>{_cell(d['step'])}: {_cell(d['reason'])}</li>" for d in summary["divergences"] or []
         )
         not_recorded = "".join(f"<li>{_e(what)}</li>" for what in summary["not_recorded"] or [])
         approvals = "".join(
-            f"<li>{_e(_shown(a['tools']))} at {_e(_shown(a['key']))}: {_e(_shown(a['decision']))}"
+            f"<li>{_cell(a['tools'])} at {_cell(a['key'])}: {_cell(a['decision'])}"
             f"{' (replayed)' if a['replayed'] else ''}</li>"
             for a in summary["approvals"] or []
         )
         rows.append(
             f'<tr class="try" data-try="{_e(summary["try_number"])}">'
-            f"<td>{_e(summary['try_number'])}</td><td>{_e(_shown(summary['outcome']))}</td>"
-            f"<td>{_e(_shown(summary['written_at']))}</td>"
+            f"<td>{_e(summary['try_number'])}</td><td>{_cell(summary['outcome'])}</td>"
+            f"<td>{_cell(summary['written_at'])}</td>"
             f"<td class=replayed>{_e(_counts(usage.get('replayed')))}</td>"
             f"<td class=live>{_e(_counts(usage.get('live')))}</td>"
             f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded')))}<ul>{not_recorded}</ul></td>"
-            f"<td class=tokens>{_e(_shown(usage.get('total_tokens')))} used in {_e(_shown(usage.get('requests')))} "
-            f"requests; {_e(_shown(saved.get('tokens')))} saved in {_e(_shown(saved.get('requests')))} replayed "
+            f"<td class=tokens>{_cell(usage.get('total_tokens'))} used in {_cell(usage.get('requests'))} "
+            f"requests; {_cell(saved.get('tokens'))} saved in {_cell(saved.get('requests'))} replayed "
             f"requests</td>"
             f"<td class=divergences><ul>{divergences}</ul></td>"
             f"<td class=approvals><ul>{approvals}</ul></td></tr>"
