@@ -57,6 +57,12 @@ def cpu_seconds(run) -> float:
     return time.process_time() - started
 
 
+def emptied(storage: Counting) -> None:
+    """Delete the journal, before a recording run and outside its time: each starts from an empty one."""
+    storage.inner.delete_all(())
+    storage.bytes_written, storage.sizes = 0, {}
+
+
 def storage_of(name: str, folder: str) -> Counting:
     ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
     inner = InMemoryStorage() if name == "memory" else ObjectStorageStorage(UPath(f"file://{folder}/cache"), **ids)
@@ -64,19 +70,15 @@ def storage_of(name: str, folder: str) -> Counting:
 
 
 def runs(n: int, storage: Counting) -> dict:
+    """Each kind of run of N turns; a recording run expects an empty journal, which the replay reads."""
+
     def durable(answers: bool):
         with journal_scope(DurableJournal(storage)):
             return run_durably_sync(agent(n, answers=answers), "go", max_turns=n + 2)
 
-    def record():
-        # Each recording run starts from an empty journal; the replay reads it.
-        storage.inner.delete_all(())
-        storage.bytes_written, storage.sizes = 0, {}
-        return durable(True)
-
     return {
         "plain": lambda: Runner.run_sync(agent(n, answers=True), "go", max_turns=n + 2),
-        "record": record,
+        "record": lambda: durable(True),
         "replay": lambda: durable(False),
     }
 
@@ -95,6 +97,8 @@ def measure(ns: list[int], storages: list[str]) -> None:
                 best = {"plain": float("inf"), "record": float("inf"), "replay": float("inf")}
                 for _ in range(7 if n <= 100 else 3 if n <= 400 else 1):
                     for kind, run in runs(n, storage).items():
+                        if kind == "record":
+                            emptied(storage)
                         best[kind] = min(best[kind], cpu_seconds(run))
                 stored = sum(storage.sizes.values())
                 print(
@@ -106,17 +110,17 @@ def measure(ns: list[int], storages: list[str]) -> None:
 
 
 def profile(n: int, storages: list[str]) -> None:
-    """cProfile of 20 recording runs and 20 plain ones: the journal's functions, and the totals."""
+    """cProfile of 20 plain runs and 20 recording ones: the totals, and the journal's functions."""
     for name in storages:
         with tempfile.TemporaryDirectory() as folder:
-            each = runs(n, storage_of(name, folder))
+            storage = storage_of(name, folder)
+            each = runs(n, storage)
             for kind in ("plain", "record"):
-                each[kind]()
+                each[kind]()  # untimed: imports and caches
                 profiler = cProfile.Profile()
-                profiler.enable()
                 for _ in range(20):
-                    each[kind]()
-                profiler.disable()
+                    emptied(storage)
+                    profiler.runcall(each[kind])
                 stats = pstats.Stats(profiler, stream=sys.stdout)
                 print(f"\n{name} {kind} N={n}: {stats.total_tt:.3f} s in 20 runs")
                 if kind == "record":

@@ -30,12 +30,11 @@ from airflow.providers.common.ai.durable.fingerprint import (
     FingerprintHasher,
     UnrenderableValueError,
     canonical_json,
-    fingerprint,
     fingerprint_of_json,
     masked_json,
     why_fingerprints_differ,
 )
-from airflow.providers.common.ai.durable.masking import masked_text
+from airflow.providers.common.ai.durable.masking import masked
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +63,9 @@ _LABELS = {
 _ENTRY_NOUNS = {"settings": "settings field", "tools": "tool", "handoffs": "handoff", "arguments": "argument"}
 
 
-def _digest(value: Any) -> str:
-    digest = fingerprint(value, what="a part of a call")
-    return _short(digest) if digest is not None else ""
+def _digest(masked_value: Any) -> str:
+    """The part digest of a value whose secrets are masked already (a JSON value)."""
+    return _short(fingerprint_of_json(canonical_json(masked_value)))
 
 
 def _short(fingerprint: str) -> str:
@@ -74,22 +73,23 @@ def _short(fingerprint: str) -> str:
 
 
 def _by_name(named: Iterable[tuple[Any, Any]]) -> dict[str, str]:
-    """The digest of each value by its name, masked; a name taken already is told apart by its position."""
+    """The digest of each value by its name; a name taken already is told apart by its position."""
     digests: dict[str, str] = {}
     for position, (name, value) in enumerate(named):
-        key = masked_text(str(name)) if name is not None else f"#{position}"
+        key = str(name) if name is not None else f"#{position}"
         while key in digests:
             key = f"{key}#{position}"
         digests[key] = _digest(value)
     return digests
 
 
-def _digested(value: Any, shape: str | None) -> Any:
-    if shape == _FIELDS and isinstance(value, dict):
-        return _by_name(value.items())
-    if shape == _NAMED and isinstance(value, list):
-        return _by_name((entry.get("name") if isinstance(entry, dict) else None, entry) for entry in value)
-    return _digest(value)
+def _digested(masked_value: Any, shape: str | None) -> Any:
+    """The digests of a part whose secrets (names included) are masked already."""
+    if shape == _FIELDS and isinstance(masked_value, dict):
+        return _by_name(masked_value.items())
+    if shape == _NAMED and isinstance(masked_value, list):
+        return _by_name((entry.get("name") if isinstance(entry, dict) else None, entry) for entry in masked_value)
+    return _digest(masked_value)
 
 
 def model_call_parts(request: dict[str, Any]) -> dict[str, Any]:
@@ -103,11 +103,9 @@ def tool_call_parts(name: str, arguments: str, call_id: str) -> dict[str, Any]:
         parsed = json.loads(arguments)
     except (TypeError, ValueError, RecursionError):
         parsed = None
-    return {
-        "name": _digest(name),
-        "arguments": _digested(parsed, _FIELDS) if isinstance(parsed, dict) else _digest(arguments),
-        "call_id": _digest(call_id),
-    }
+    # Masked once, names and values: each part is then digested as it is.
+    [name, asked, call_id], _ = masked([name, parsed if isinstance(parsed, dict) else arguments, call_id])
+    return {"name": _digest(name), "arguments": _digested(asked, _FIELDS), "call_id": _digest(call_id)}
 
 
 def _prefix_digest(before: str, digest: str) -> str:
@@ -175,8 +173,9 @@ class ModelCalls:
     """
 
     def __init__(self) -> None:
-        # Each part seen so far, by name and canonical JSON: its masked JSON and digests, made once.
-        self._parts: dict[tuple[str, str], tuple[str, Any]] = {}
+        # The latest call's value of each part but the input (as JSON, to compare), its field of
+        # the request's masked JSON, and its digests.
+        self._parts: dict[str, tuple[Any, str, Any]] = {}
         # The input items of the latest call (copies, to compare), their masked JSON and digests.
         self._items: list[Any] = []
         self._item_texts: list[str] = []
@@ -201,15 +200,15 @@ class ModelCalls:
 
     def _digested(self, request: dict[str, Any]) -> tuple[str, Parts]:
         parts = Parts()
-        rendered: dict[str, str] = {}
+        fields: dict[str, str] = {}
         for part, value in request.items():
             if part == "input" and isinstance(value, list):
                 parts.input_digests = self._input(value)
                 parts[part] = parts.input_digests.stored()
             else:
-                rendered[part], parts[part] = self._part(part, value)
+                fields[part], parts[part] = self._part(part, value)
         # The request's canonical JSON (keys sorted), its input's items hashed once per run.
-        fields = {part: f"{canonical_json(part)}:{text}" for part, text in sorted(rendered.items())}
+        fields = dict(sorted(fields.items()))
         if parts.input_digests is None:
             self._forget_input()
             return fingerprint_of_json("{" + ",".join(fields.values()) + "}"), parts
@@ -219,14 +218,17 @@ class ModelCalls:
         return hasher.fingerprint(), parts
 
     def _part(self, part: str, value: Any) -> tuple[str, Any]:
-        """The masked JSON of a part that is not the input, and its digests."""
-        plain = canonical_json(value)
-        found = self._parts.get((part, plain))
-        if found is None:
-            text, shape = masked_json(plain), _MODEL_CALL_SHAPE.get(part)
-            digests = _digested(value, shape) if shape else _short(fingerprint_of_json(text))
-            found = self._parts[part, plain] = (text, digests)
-        return found
+        """The field of the request's masked JSON of a part that is not the input, and its digests."""
+        latest = self._parts.get(part)
+        if latest is None or value != latest[0]:
+            plain = canonical_json(value)
+            text = masked_json(plain)
+            latest = self._parts[part] = (
+                json.loads(plain),
+                f"{canonical_json(part)}:{text}",
+                _digested(json.loads(text), _MODEL_CALL_SHAPE.get(part)),
+            )
+        return latest[1], latest[2]
 
     def _input(self, items: list[Any]) -> InputDigests:
         """The digests of a call's input items, digesting only those the call before it did not send."""
@@ -240,6 +242,7 @@ class ModelCalls:
         for item in items[start:]:
             plain = canonical_json(item)
             text = masked_json(plain)
+            # A copy that shares the item's strings: the next call's items compare mostly by identity.
             self._items.append(copy.deepcopy(item))
             self._item_texts.append(text)
             self._digests.append(_short(fingerprint_of_json(text)))

@@ -934,13 +934,18 @@ def _parsed(text: str) -> _Lookup:
     return entry, None
 
 
+# Built once: json.dumps with options builds an encoder on each call, and each step writes JSON.
+_UTF8_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_ASCII_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def _json_text(value: Any) -> str:
     """``value`` as compact JSON, kept in UTF-8 but for a lone surrogate, which only loads back escaped."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = _UTF8_JSON.encode(value)
     try:
         text.encode()
     except UnicodeEncodeError:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = _ASCII_JSON.encode(value)
     return text
 
 
