@@ -128,25 +128,32 @@ def test_a_secret_in_an_escaped_or_encoded_form_never_reaches_storage_and_the_st
 # Runs that run concurrently (R-12)
 
 
-@pytest.mark.parametrize("keyed", [True, False], ids=["durable_key", "different-prompts"])
-def test_concurrent_runs_are_matched_by_what_they_ask_not_by_the_order_they_start_in(keyed):
-    balances, calls = {"alice": 100, "bob": 7}, Counter()
+class Tellers:
+    """One teller agent per customer, run together; the customer is in the context, its balance in a tool."""
 
-    @function_tool
-    def balance(context: RunContextWrapper[str]) -> int:
-        """The customer's balance."""
-        calls[context.context] += 1
-        return balances[context.context]
+    balances = {"alice": 100, "bob": 7}
 
-    def attempt(journal: DurableJournal, order: list[str], *steps) -> dict[str, ScriptedModel]:
-        """One agent per customer, started together in ``order``; the customer is in the context."""
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+        @function_tool
+        def balance(context: RunContextWrapper[str]) -> int:
+            """The customer's balance."""
+            self.calls[context.context] += 1
+            return self.balances[context.context]
+
+        self.balance = balance
+
+    def attempt(
+        self, journal: DurableJournal, order: list[str], *steps, prompt, keyed: bool
+    ) -> dict[str, ScriptedModel]:
+        """One try: the customers' runs started together in ``order``; ``prompt`` gives each its input."""
         models = {customer: scripted(*steps) for customer in order}
 
         async def one(customer: str) -> None:
-            prompt = "What is my balance?" if keyed else f"What is {customer}'s balance?"
             key = {"durable_key": customer} if keyed else {}
-            agent = Agent(name="teller", model=models[customer], tools=[balance])
-            await run_durably(agent, prompt, context=customer, **key)
+            agent = Agent(name="teller", model=models[customer], tools=[self.balance])
+            await run_durably(agent, prompt(customer), context=customer, **key)
 
         async def together() -> None:
             await asyncio.gather(*(one(customer) for customer in order), return_exceptions=True)
@@ -155,62 +162,53 @@ def test_concurrent_runs_are_matched_by_what_they_ask_not_by_the_order_they_star
             asyncio.run(together())
         return models
 
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["durable_key", "different-prompts"])
+def test_concurrent_runs_are_matched_by_what_they_ask_not_by_the_order_they_start_in(keyed):
+    tellers = Tellers()
+
+    def prompt(customer: str) -> str:
+        return "What is my balance?" if keyed else f"What is {customer}'s balance?"
+
     storage = InMemoryStorage()
-    attempt(DurableJournal(storage), ["alice", "bob"], [function_call("balance", {}, call_id="c1")], RuntimeError())
-    assert calls == {"alice": 1, "bob": 1}
+    first = [function_call("balance", {}, call_id="c1")]
+    tellers.attempt(DurableJournal(storage), ["alice", "bob"], first, RuntimeError(), prompt=prompt, keyed=keyed)
+    assert tellers.calls == {"alice": 1, "bob": 1}
 
     # The retry starts them the other way round; each replays its own balance.
     journal = DurableJournal(storage)
-    models = attempt(journal, ["bob", "alice"], [assistant_message("ok")])  # only the final answer is live
-    assert calls == {"alice": 1, "bob": 1}  # no tool ran again
+    # Only the final answer is live.
+    models = tellers.attempt(journal, ["bob", "alice"], [assistant_message("ok")], prompt=prompt, keyed=keyed)
+    assert tellers.calls == {"alice": 1, "bob": 1}  # no tool ran again
     for customer, model in models.items():
         # Only the final request is live, and it carries the customer's own recorded balance.
         assert len(model.calls) == 1
-        assert model.calls[0].input[-1]["output"] == str(balances[customer])
+        assert model.calls[0].input[-1]["output"] == str(Tellers.balances[customer])
     assert journal.stats.replayed == {"model": 2, "tool": 2}
 
 
 @pytest.mark.parametrize("retry_order", [["bob", "alice"], ["alice", "bob"]], ids=["swapped", "same-order"])
 def test_identical_runs_in_flight_together_without_a_durable_key_never_replay_each_others_results(retry_order, caplog):
-    balances, calls = {"alice": 100, "bob": 7}, Counter()
+    tellers = Tellers()
 
-    @function_tool
-    def balance(context: RunContextWrapper[str]) -> int:
-        """The customer's balance."""
-        calls[context.context] += 1
-        return balances[context.context]
-
-    def attempt(journal: DurableJournal, order: list[str], *steps) -> dict[str, ScriptedModel]:
-        models = {customer: scripted(*steps) for customer in order}
-
-        async def one(customer: str) -> None:
-            await run_durably(
-                Agent(name="teller", model=models[customer], tools=[balance]), "My balance?", context=customer
-            )
-
-        async def together() -> None:
-            await asyncio.gather(*(one(customer) for customer in order), return_exceptions=True)
-
-        with journal_scope(journal):
-            asyncio.run(together())
-        return models
+    def prompt(customer: str) -> str:
+        return "My balance?"
 
     storage = InMemoryStorage()
     first_try = DurableJournal(storage)
-    attempt(first_try, ["alice", "bob"], [function_call("balance", {}, call_id="c1")], RuntimeError())
-    assert calls == {"alice": 1, "bob": 1}
+    asks = [function_call("balance", {}, call_id="c1")]
+    tellers.attempt(first_try, ["alice", "bob"], asks, RuntimeError(), prompt=prompt, keyed=False)
+    assert tellers.calls == {"alice": 1, "bob": 1}
     assert "2 runs ran live that ask the same as another run in flight" in first_try.stats.summary()
 
     for retry in (1, 2):  # every later try too: the retry's entries are as indistinct as the first's
         journal = DurableJournal(storage)
         with caplog.at_level(logging.WARNING):
-            models = attempt(
-                journal, retry_order, [function_call("balance", {}, call_id="c1")], [assistant_message("ok")]
-            )
-        assert calls == {"alice": 1 + retry, "bob": 1 + retry}
+            models = tellers.attempt(journal, retry_order, asks, [assistant_message("ok")], prompt=prompt, keyed=False)
+        assert tellers.calls == {"alice": 1 + retry, "bob": 1 + retry}
         for customer, model in models.items():
             assert len(model.calls) == 2  # nothing replayed
-            assert model.calls[1].input[-1]["output"] == str(balances[customer])
+            assert model.calls[1].input[-1]["output"] == str(Tellers.balances[customer])
         assert journal.stats.replayed == {}
         assert "durable_key" in journal.stats.summary() and journal.stats.indistinct_runs == 2
         assert "give each its own durable_key" in caplog.text
