@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The production-shaped tests (R-46, R-47): PostgreSQL, Redis, the api-server, the scheduler and two
 # Celery workers on this machine, on each Airflow line: 3.3 keeps the journal in the task state store
-# (PostgreSQL), 3.2 under an s3:// durable_cache_path on moto's S3 server. The tests start and stop
+# (PostgreSQL), 3.2 under an s3:// durable_cache_path on moto's S3 server; and R-54's dozen approvals
+# answered at chosen moments, on PostgreSQL with LocalExecutor and a triggerer. The tests start and stop
 # every process themselves; this script installs PostgreSQL and Redis from Debian packages when
 # they are missing, and prints the measured costs.
 #

@@ -81,6 +81,11 @@ class AirflowServices:
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+            # Not the default 8794: two test sessions on one machine (CI runs two) each start one.
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+            # Airflow's advice for timeouts under high load (its default is 5 s): on a loaded
+            # 2-core machine a worker's call to the api-server can take longer.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
@@ -136,15 +141,19 @@ class AirflowServices:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read() or b"null")
 
+    def ensure_running(self) -> None:
+        """Raise, with the end of its log, if a service has exited: nothing it does would come."""
+        for name, process in self._processes.items():
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"airflow {name} exited with {process.returncode}:\n{self.service_log(name)[-3000:]}"
+                )
+
     def _wait_until_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         health: Any = None
         while time.monotonic() < deadline:
-            for name, process in self._processes.items():
-                if process.poll() is not None:
-                    raise RuntimeError(
-                        f"airflow {name} exited with {process.returncode}:\n{self.service_log(name)[-3000:]}"
-                    )
+            self.ensure_running()
             try:
                 health = self._request("GET", "/api/v2/monitor/health")
             except OSError:
@@ -216,15 +225,16 @@ class AirflowServices:
         deadline = time.monotonic() + timeout
         instance: dict[str, Any] = {}
         while time.monotonic() < deadline:
+            self.ensure_running()
             try:
                 instance = self.task_instance(dag_id, run_id, task_id)
             except urllib.error.HTTPError as error:
                 if error.code != 404:  # 404: the scheduler has not created the task instance yet
                     raise
             else:
-                if instance["state"] in FINISHED and instance["try_number"] >= try_number:
-                    if not _is_running(instance.get("pid")):
-                        return instance
+                finished = instance["state"] in FINISHED and instance["try_number"] >= try_number
+                if finished and not _is_running(instance.get("pid")):
+                    return instance
             time.sleep(0.5)
         raise TimeoutError(f"{dag_id}.{task_id} of {run_id} did not finish try {try_number} in {timeout} s: {instance}")
 

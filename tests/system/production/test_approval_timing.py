@@ -1,0 +1,192 @@
+"""
+R-54 as a production deployment meets it: a dozen task instances of ``durable_approval_timing``
+wait for a person at once, each answered at its own moment after its request appears (0, 1, 3 and
+10 s, three times each), through the public REST API, with both cores kept busy, on PostgreSQL
+with the api-server, scheduler (LocalExecutor, a worker for each), dag-processor and triggerer.
+
+On SQLite the same test fails for Airflow's own reasons, not the provider's (measured 2026-12-02
+on both lines): writers wait a minute and more for the database's lock behind a dozen workers, and
+the triggerer exits on "database is locked", leaving every deferred task waiting for good.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow_services import _in_own_group_ending_with_this_process
+from dag_runs import TEST_DAGS, durable_env, journal_entries, openai_connection
+from services import PostgreSQL, migrate_database
+from test_approvals_in_airflow import LOOKUP, REFUND, ServicesWithTriggerer, tool_outputs
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+
+if os.environ.get("AIRFLOW_LINE", "") not in ("3.3-prod", "3.2-prod"):
+    pytest.skip("on PostgreSQL: run scripts/production.sh", allow_module_level=True)
+
+#: When each task instance is answered, by map index: seconds after its request appears.
+ANSWER_DELAYS = [0, 1, 3, 10] * 3
+TIMING_DAG = "durable_approval_timing"
+JOURNAL_KEY_PREFIX = "airflow.providers.common.ai.durable/"
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("approval_timing_out")
+
+
+@pytest.fixture(scope="module")
+def timing_servers() -> Iterator[list[FakeOpenAIServer]]:
+    """One model server per task instance, by map index, so that each one's requests are its own."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(FakeOpenAIServer()) for _ in ANSWER_DELAYS]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgreSQL]:
+    with PostgreSQL() as postgres:
+        yield postgres
+
+
+@pytest.fixture(scope="module")
+def airflow(timing_servers, postgres, out, tmp_path_factory) -> Iterator[ServicesWithTriggerer]:
+    env = {
+        **durable_env(timing_servers[0], out),
+        **{
+            f"AIRFLOW_CONN_OPENAI_TIMING_{index}": openai_connection(timing_server)
+            for index, timing_server in enumerate(timing_servers)
+        },
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.url,
+        "DURABLE_TEST_OUT": str(out),
+        # A worker parses the DAG file at the start of each try: on a machine kept busy, in more than 30 s.
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+        # A worker for each task instance: none waits in the executor's queue.
+        "AIRFLOW__CORE__PARALLELISM": str(len(ANSWER_DELAYS) + 2),
+    }
+    services = ServicesWithTriggerer(TEST_DAGS, tmp_path_factory.mktemp("timing_logs"), env)
+    migrate_database(services.env)
+    with services:
+        yield services
+
+
+def journal_left(postgres: PostgreSQL, run_id: str, out: Path) -> list[str]:
+    """The journal entries left of the DAG run (the try summaries kept beside them left out)."""
+    if not AIRFLOW_V_3_3_PLUS:
+        return [entry for entry in journal_entries(TIMING_DAG, run_id, out) if ".summaries/" not in entry]
+    rows = postgres.query("SELECT key FROM task_state_store WHERE dag_id = %s AND run_id = %s", TIMING_DAG, run_id)
+    return [key for (key,) in rows if key.startswith(JOURNAL_KEY_PREFIX)]
+
+
+def answer_at(airflow: ServicesWithTriggerer, run_id: str, map_index: int, delay: float) -> dict[str, Any]:
+    """
+    Answer the request of one task instance ``delay`` seconds after it appears in the REST API,
+    as a person or a bot does, whatever the task is doing then; returns when it was answered.
+    """
+    path = airflow.hitl_path(TIMING_DAG, run_id, map_index)
+    deadline = time.monotonic() + 900
+    while True:
+        try:
+            airflow._request("GET", path)
+            break
+        except urllib.error.HTTPError as error:
+            if error.code != 404 or time.monotonic() > deadline:
+                raise
+        except OSError:  # a busy api-server did not answer in time
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+    appeared = time.monotonic()
+    time.sleep(delay)
+    answered = time.monotonic()
+    # What a person was told when a click did not take: they click again. On SQLite a busy
+    # api-server may refuse a write ("database is locked") or not answer in time; a click that
+    # timed out may still have been taken, and the next one is then told so (409).
+    refused: list[str] = []
+    while True:
+        try:
+            airflow._request("PATCH", path, {"chosen_options": ["Approve"], "params_input": {}})
+            break
+        except urllib.error.HTTPError as error:
+            if error.code == 409 and any(reason.startswith("timed out") for reason in refused):
+                break
+            if (error.code != 404 and error.code < 500) or time.monotonic() > deadline:
+                raise
+            refused.append(f"{error.code} {error.read()[:200]!r}")
+        except OSError as error:
+            if time.monotonic() > deadline:
+                raise
+            refused.append(f"timed out: {error!r}")
+        time.sleep(0.5)
+    return {"delay": delay, "after": round(answered - appeared, 1), "refused": refused}
+
+
+@contextlib.contextmanager
+def both_cores_busy(seconds: float):
+    """Two processes that spin for at most ``seconds`` (they end with the test's process), killed on exit."""
+    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass"
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", spin], preexec_fn=_in_own_group_ending_with_this_process)
+        for _ in range(2)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def test_an_approval_answered_at_any_moment_resumes_the_task_and_the_refund_runs_once(
+    airflow, timing_servers, postgres, out
+):
+    """
+    R-54: each mapped task instance is answered at its own moment after its request appears (0,
+    1, 3 and 10 s, three times each), concurrently, with both cores kept busy. Each refund runs
+    exactly once, each model server gets the two requests before the stop and one after it, and no
+    request is made twice; on Airflow 3.3 a try the scheduler failed on resuming (its race, see
+    approval_trigger.py) leaves the answer to the next try, which asks no one again.
+    """
+    for timing_server in timing_servers:
+        timing_server.add(LOOKUP, REFUND, reply.text("Refunded 40 EUR."))
+    started = time.monotonic()
+    with both_cores_busy(900), ThreadPoolExecutor(len(ANSWER_DELAYS)) as answering:
+        run_id = airflow.trigger(TIMING_DAG)
+        answered = [
+            answering.submit(answer_at, airflow, run_id, index, delay) for index, delay in enumerate(ANSWER_DELAYS)
+        ]
+        answers = dict(enumerate(answer.result() for answer in answered))
+        instances = {
+            index: airflow.wait_for_mapped_task(TIMING_DAG, run_id, index) for index in range(len(ANSWER_DELAYS))
+        }
+    print(f"R-54 timing: {time.monotonic() - started:.0f} s; by map index: answered, (state, try)")
+    for index, instance in instances.items():
+        print(f"  {index}: {answers.get(index)} {(instance['state'], instance['try_number'])}")
+
+    calls = [json.loads(line) for line in (out / "approval_tool_calls.jsonl").read_text().splitlines()]
+    for index, instance in instances.items():
+        logs = airflow.mapped_task_logs(TIMING_DAG, run_id, index, instance["try_number"])
+        assert instance["state"] == "success", (index, answers.get(index), logs[-6000:])
+        runs = [
+            (call["tool"], call["try"]) for call in calls if call["run_id"] == run_id and call["map_index"] == index
+        ]
+        assert runs == [("lookup_order", 1), ("issue_refund", instance["try_number"])], (index, runs)
+        requests = timing_servers[index].requests
+        assert [r.status for r in requests] == [200, 200, 200], (index, requests)
+        assert tool_outputs(requests[2].body) == ["O-77: charged twice, 40 EUR each", "refunded 40 EUR on O-77"]
+        assert logs.count("Durable: waiting for a person to approve or reject") == 1, (index, logs[-6000:])
+        assert "Durable: issue_refund approved by" in logs
+    if not AIRFLOW_V_3_3_PLUS:
+        # Before 3.3 only the trigger resumes the task, never sooner than the executor's report.
+        assert "the task instance's state attribute is" not in airflow.service_log("scheduler")
+    assert journal_left(postgres, run_id, out) == []
