@@ -39,16 +39,13 @@ from airflow.providers.common.ai.durable._tool_output import (
     decode_tool_output,
     encode_tool_output,
 )
-from airflow.providers.common.ai.durable.approvals import ApprovalRequest, approval_desk
-from airflow.providers.common.ai.durable.divergence import ModelCalls, tool_call_parts
-from airflow.providers.common.ai.durable.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.journal import (
-    DurableJournal,
-    DurableRun,
-    JournalStep,
-    current_journal,
-    running_step,
-)
+from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
+from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.runs import DurableRun
+from airflow.providers.common.ai.durable.core.scope import current_journal, running_step
+from airflow.providers.common.ai.durable.core.steps import JournalStep
 
 try:
     from agents import (

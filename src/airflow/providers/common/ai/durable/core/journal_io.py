@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from airflow.providers.common.ai.durable.storage import JournalStorage
+from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
 log = logging.getLogger(__name__)
 
