@@ -25,7 +25,8 @@ from airflow.providers.common.ai.durable.core.approvals import (
 if TYPE_CHECKING:
     from airflow.sdk.execution_time.hitl import HITLUser
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.approvals")
 
 #: The least time from deferring for an answer to resuming with it: longer than a busy worker takes
 #: to end and be reported to the scheduler (see ``approval_trigger.py``).

@@ -22,7 +22,8 @@ from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.masking import masked_text
 from airflow.providers.common.ai.durable.core.stats import JournalStats
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.summaries")
 
 #: Every summary key in the task state store starts with this (the journal's keys do not).
 SUMMARY_KEY_PREFIX = "airflow.providers.common.ai.durable.summary/"

@@ -19,7 +19,8 @@ from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.task_instance")
 
 CACHE_PATH_EXAMPLE = "file:///tmp/airflow_durable_cache"
 

@@ -32,7 +32,8 @@ from airflow.providers.common.ai.durable.core.masking import masked_text
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.approvals")
 
 #: The options of every request: the first approves, the second rejects.
 APPROVE, REJECT = "Approve", "Reject"

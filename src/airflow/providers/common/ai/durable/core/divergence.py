@@ -36,7 +36,8 @@ from airflow.providers.common.ai.durable.core.fingerprint import (
 )
 from airflow.providers.common.ai.durable.core.masking import masked
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.divergence")
 
 # Enough to tell parts apart in an explanation, small enough for a part per input item.
 _DIGEST_LENGTH = 12

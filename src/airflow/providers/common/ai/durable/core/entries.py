@@ -12,7 +12,8 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 
 #: The format version every entry carries. A change to the entry's fields is a new version.
 #: Format 3 added "parts" (the digests that name what changed); format 4 stores, for a model call

@@ -32,7 +32,8 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.core.masking import masked
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.fingerprint")
 
 
 class UnrenderableValueError(TypeError):

@@ -53,7 +53,8 @@ from airflow.providers.common.ai.durable.core.stats import JournalStats
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 
 
 class DurableJournal:

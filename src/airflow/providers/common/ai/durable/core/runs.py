@@ -36,7 +36,8 @@ from airflow.providers.common.ai.durable.core.steps import JournalStep
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 
 
 class DurableRun:

@@ -27,7 +27,8 @@ from airflow.providers.common.ai.durable.core.usage import ModelUsage
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.runs import DurableRun
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 
 
 class JournalStep:
