@@ -3,7 +3,7 @@ The current journal and the running step of this thread or task (context variabl
 
 The core knows no task machinery: inside a running task, the journal bound to it comes from
 :data:`journal_provider` and :data:`bound_journal_provider`, which the binding of the system the
-journal runs in installs (the Airflow binding: :mod:`airflow.providers.common.ai.durable.airflow.hooks`).
+journal runs in installs (the Airflow binding: :mod:`airflow.providers.common.ai.durable.airflow.binding`).
 """
 
 from __future__ import annotations
