@@ -236,8 +236,8 @@ ADVERSARIAL_SUMMARIES = {
 
 def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) -> None:
     """Stores ADVERSARIAL_SUMMARIES (encrypted where they are JSON objects) and raw junk where summaries are kept."""
+    from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_KEY_PREFIX
     from airflow.providers.common.ai.durable.encryption import encrypt_text
-    from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX
 
     texts = {
         number: value if isinstance(value, str) else encrypt_text(json.dumps(value, allow_nan=True))
@@ -270,7 +270,7 @@ def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) 
         return
     from upath import UPath
 
-    from airflow.providers.common.ai.durable.summaries import ObjectStorageSummaries
+    from airflow.providers.common.ai.durable.airflow.summaries import ObjectStorageSummaries
 
     summaries = ObjectStorageSummaries(
         UPath(env["AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH"]),

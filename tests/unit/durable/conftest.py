@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from durable_backends import FakeTaskStateStore, make_storage
 
-from airflow.providers.common.ai.durable import fingerprint as fingerprint_module
+from airflow.providers.common.ai.durable.core import fingerprint as fingerprint_module
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 BACKENDS = ["memory", "file", "fsspec-memory", "task-state-store"]

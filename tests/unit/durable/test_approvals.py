@@ -21,22 +21,24 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from tries import WorkerDied
 
-from airflow.providers.common.ai.durable.approval_trigger import ApprovalTrigger
-from airflow.providers.common.ai.durable.approvals import (
-    APPROVAL_STEP,
-    ASKED,
+from airflow.providers.common.ai.durable.airflow.approvals import (
     RESUME_DELAY,
-    Answer,
-    ApprovalDesk,
     ApprovalFailed,
-    ApprovalRequest,
     ApprovalTimedOut,
-    Decision,
-    PendingApproval,
     answer_of,
-    answering_approvals,
     check_defaults,
     resumed_with,
+)
+from airflow.providers.common.ai.durable.approval_trigger import ApprovalTrigger
+from airflow.providers.common.ai.durable.core.approvals import (
+    APPROVAL_STEP,
+    ASKED,
+    Answer,
+    ApprovalDesk,
+    ApprovalRequest,
+    Decision,
+    PendingApproval,
+    answering_approvals,
 )
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
@@ -379,7 +381,7 @@ def requests_made(monkeypatch) -> list[dict[str, Any]]:
 
 def wait(task: ApprovalTask, ti: Ti, *, response_timeout: Any = None) -> Deferred:
     """What the operator does when the try stopped for an approval; returns how the task deferred."""
-    from airflow.providers.common.ai.durable.approvals import wait_for_answer
+    from airflow.providers.common.ai.durable.airflow.approvals import wait_for_answer
 
     assert task.desk is not None
     with pytest.raises(Deferred) as deferred:
@@ -528,7 +530,7 @@ def answer_looked_up(monkeypatch) -> list[Any]:
     from airflow.sdk.api.datamodels._generated import HITLDetailResponse, HITLUser
     from airflow.sdk.timezone import utcnow
 
-    import airflow.providers.common.ai.durable.approval_trigger as approval_trigger
+    import airflow.providers.common.ai.durable.airflow.approval_trigger as approval_trigger
 
     looked: list[Any] = []
     answered = utcnow()
@@ -578,7 +580,7 @@ def test_a_try_resumed_soon_after_it_deferred_goes_on_only_once_the_moment_came(
 def test_where_the_trigger_cannot_read_answers_the_task_waits_in_awaiting_input_or_fails_naming_why(monkeypatch):
     from airflow.sdk.timezone import utcnow
 
-    import airflow.providers.common.ai.durable.approval_trigger as approval_trigger
+    import airflow.providers.common.ai.durable.airflow.approval_trigger as approval_trigger
 
     # dag.test()'s stand-in supervisor answers the trigger's request with nothing.
     monkeypatch.setattr(approval_trigger, "get_hitl_detail_content_detail", lambda ti_id: None)

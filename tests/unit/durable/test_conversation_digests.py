@@ -17,8 +17,8 @@ from agents.items import ItemHelpers
 from agents.testing import ScriptedModel, assistant_message, function_call
 from airflow.providers.common.compat.sdk import mask_secret
 
-from airflow.providers.common.ai.durable import divergence
-from airflow.providers.common.ai.durable.divergence import ModelCalls, model_call_parts, what_changed
+from airflow.providers.common.ai.durable.core import divergence
+from airflow.providers.common.ai.durable.core.divergence import ModelCalls, model_call_parts, what_changed
 from airflow.providers.common.ai.durable.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pydantic
 
-from airflow.providers.common.ai.durable import fingerprint as fingerprint_module
+from airflow.providers.common.ai.durable.core import fingerprint as fingerprint_module
 from airflow.providers.common.ai.durable.fingerprint import canonical_json, fingerprint
 
 REQUEST = {

@@ -17,10 +17,10 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from airflow.sdk.exceptions import AirflowTaskTerminated
 from tries import Task
 
-from airflow.providers.common.ai.durable import task_state_store
+from airflow.providers.common.ai.durable.airflow import task_state_store
+from airflow.providers.common.ai.durable.core.journal_io import JournalIO
 from airflow.providers.common.ai.durable.encryption import EncryptedStorage, UndecryptableTextError
 from airflow.providers.common.ai.durable.journal import DurableJournal
-from airflow.providers.common.ai.durable.journal_io import JournalIO
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
 

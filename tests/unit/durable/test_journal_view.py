@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
-from airflow.providers.common.ai.durable.journal_view import as_json, journal_view
+from airflow.providers.common.ai.durable.core.journal_view import as_json, journal_view
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -24,7 +24,7 @@ from airflow.providers.common.compat.sdk import mask_secret
 from durable_backends import FakeTaskStateStore, make_storage
 from tries import Task
 
-from airflow.providers.common.ai.durable import masking
+from airflow.providers.common.ai.durable.core import masking
 from airflow.providers.common.ai.durable.fingerprint import canonical_json, fingerprint, fingerprint_key
 from airflow.providers.common.ai.durable.journal import DurableJournal
 from airflow.providers.common.ai.durable.storage import InMemoryStorage

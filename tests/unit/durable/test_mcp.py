@@ -30,7 +30,7 @@ from agents.version import __version__ as SDK_VERSION
 from mcp_servers import KEY_META, PNG, SERVER, http_server, read_calls, stdio_params, tools_called
 from tries import Task, WorkerDied
 
-from airflow.providers.common.ai.durable._mcp import (
+from airflow.providers.common.ai.durable.openai_agents._mcp import (
     IDEMPOTENCY_KEY_META,
     PRIVATE_ATTRIBUTES,
     RECORDED_CUSTOM_DATA,

@@ -8,15 +8,15 @@ from importlib.metadata import version
 import agents
 import pytest
 
-from airflow.providers.common.ai.durable import _sdk_private
-from airflow.providers.common.ai.durable._sdk_private import missing_private_names
+from airflow.providers.common.ai.durable.openai_agents import _sdk_private
+from airflow.providers.common.ai.durable.openai_agents._sdk_private import missing_private_names
 
 
 def test_every_private_name_of_the_sdk_the_adapter_uses_exists_in_the_installed_version():
     missing = missing_private_names()
     assert not missing, (
         f"openai-agents {version('openai-agents')} no longer has {', '.join(missing)}, which "
-        "airflow.providers.common.ai.durable._sdk_private relies on: find the new way and update that module"
+        "airflow.providers.common.ai.durable.openai_agents._sdk_private relies on: find the new way and update that module"
     )
 
 

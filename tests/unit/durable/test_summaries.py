@@ -12,11 +12,7 @@ from cryptography.fernet import Fernet
 from durable_backends import FakeTaskStateStore
 from upath import UPath
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, JournalStats, journal_scope
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
-from airflow.providers.common.ai.durable.summaries import (
+from airflow.providers.common.ai.durable.airflow.summaries import (
     SUMMARY_KEY_PREFIX,
     ObjectStorageSummaries,
     TaskStateStoreSummaries,
@@ -26,6 +22,10 @@ from airflow.providers.common.ai.durable.summaries import (
     try_summary,
     write_summary,
 )
+from airflow.providers.common.ai.durable.journal import DurableJournal, JournalStats, journal_scope
+from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 IDS = {"dag_id": "dag", "run_id": "manual__2026-11-30", "task_id": "agent", "map_index": -1}
 NOW = datetime.datetime(2026, 11, 30, 12, tzinfo=datetime.timezone.utc)

@@ -19,7 +19,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict
 
-from airflow.providers.common.ai.durable._tool_output import (
+from airflow.providers.common.ai.durable.openai_agents._tool_output import (
     ToolOutputNotRecordable,
     decode_tool_output,
     encode_tool_output,

@@ -467,7 +467,7 @@ def test_a_durable_task_that_cannot_have_a_journal_fails_before_the_agent_is_bui
 
     from airflow.exceptions import AirflowConfigException
 
-    from airflow.providers.common.ai.durable import task_instance
+    from airflow.providers.common.ai.durable.airflow import task_instance
 
     # A running task on Airflow before 3.3 (no task state store) without durable_cache_path.
     ti = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)

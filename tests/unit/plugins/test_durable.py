@@ -16,9 +16,9 @@ import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from airflow.providers.common.ai.durable import task_instance
+from airflow.providers.common.ai.durable.airflow import task_instance
+from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_KEY_PREFIX, read_summaries
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
-from airflow.providers.common.ai.durable.summaries import SUMMARY_KEY_PREFIX, read_summaries
 from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.plugins import durable as listener
 

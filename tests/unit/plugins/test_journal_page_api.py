@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from airflow.providers.common.ai.durable.summaries import read_summaries
+from airflow.providers.common.ai.durable.airflow.summaries import read_summaries
 from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, _map_index, render_page
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -80,9 +80,9 @@ def test_a_cache_path_that_cannot_be_read_is_said_on_the_page_not_a_server_error
 def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_task_instance(monkeypatch, tmp_path):
     from upath import UPath
 
+    from airflow.providers.common.ai.durable.airflow.summaries import ObjectStorageSummaries, write_summary
     from airflow.providers.common.ai.durable.journal import DurableJournal
     from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
-    from airflow.providers.common.ai.durable.summaries import ObjectStorageSummaries, write_summary
     from airflow.providers.common.ai.plugins import journal_page
 
     monkeypatch.setattr("airflow.providers.common.ai.version_compat.AIRFLOW_V_3_3_PLUS", False)

@@ -1,214 +1,29 @@
-"""
-Fingerprints of what a journaled call asked: a keyed hash (HMAC-SHA256) of one canonical JSON
-rendering, with every secret Airflow's masker knows replaced.
-
-A plain hash of a request can be brute-forced offline when the request held a short secret (a
-PIN): the key, derived from Airflow's ``[core] fernet_key``, is never stored with the journal and
-is the same on every worker that shares Airflow's configuration. Without a Fernet key the hash is
-plain SHA-256, with a warning; either way it is taken over the masked rendering, so no secret the
-masker knows enters a stored hash. A fingerprint names its key (``hmac-sha256:<key id>:<digest>``),
-so a journal recorded under another key is told apart from a changed request. Hashed under the
-current (first) key, it also knows its forms under the later keys of ``[core] fernet_key``, so that
-after a rotation (a new key put in front of the old one) a recorded call still matches
-(:func:`recorded_form`).
-"""
+"""The import path kept for this module: its code now lives in ``durable/core/fingerprint.py``."""
 
 from __future__ import annotations
 
-import base64
-import copy
-import dataclasses
-import datetime
-import enum
-import functools
-import hashlib
-import hmac
-import json
-import logging
-import uuid
-from decimal import Decimal
-from pathlib import PurePath
-from typing import Any
+from airflow.providers.common.ai.durable.core.fingerprint import (
+    Fingerprint,
+    FingerprintHasher,
+    UnrenderableValueError,
+    canonical_json,
+    fingerprint,
+    fingerprint_key,
+    fingerprint_of_json,
+    masked_json,
+    recorded_form,
+    why_fingerprints_differ,
+)
 
-from airflow.providers.common.ai.durable.masking import masked
-
-log = logging.getLogger(__name__)
-
-
-class UnrenderableValueError(TypeError):
-    """A value has no rendering that is the same in every process."""
-
-
-def _canonical(value: Any) -> Any:
-    # Called by json.dumps for anything it cannot render itself; what it returns is rendered again.
-    if isinstance(value, (set, frozenset)):
-        return sorted(canonical_json(item) for item in value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode()
-    if isinstance(value, (Decimal, uuid.UUID, PurePath)):
-        return str(value)
-    model_dump = getattr(value, "model_dump", None)
-    if callable(model_dump):
-        return model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # Field by field, not dataclasses.asdict: asdict deep-copies every nested value first.
-        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
-    raise UnrenderableValueError(f"{type(value).__qualname__} has no canonical JSON rendering")
-
-
-# One encoder for every rendering: json.dumps with options builds a new one on each call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_canonical)
-
-
-def canonical_json(value: Any) -> str:
-    """
-    Render ``value`` as JSON that is identical in every process for equal values.
-
-    Keys are sorted, sets are ordered by their items' renderings, tuples render as lists, and
-    enums, dates, bytes, pydantic models and dataclasses by their values. Anything else (a function,
-    an object whose only rendering is its address) raises :class:`UnrenderableValueError`.
-    """
-    try:
-        return _CANONICAL.encode(value)
-    except UnrenderableValueError:
-        raise
-    except (TypeError, ValueError, RecursionError) as error:
-        # json raises TypeError for mixed key types under sort_keys and ValueError for cycles.
-        raise UnrenderableValueError(str(error)) from error
-
-
-_KEY_DERIVATION = b"airflow.providers.common.ai durable fingerprint key\0"
-
-
-@functools.cache
-def fingerprint_key() -> tuple[tuple[bytes, str], ...] | None:
-    """
-    The keys fingerprints are hashed with and their public ids, derived from the keys of
-    ``[core] fernet_key``: the first (the current) key hashes, the later ones match journals
-    recorded before a rotation. ``None``, with a warning, when Airflow has no Fernet key.
-    """
-    from airflow.providers.common.ai.durable.encryption import fernet_keys
-
-    fernet_key = fernet_keys()
-    if not fernet_key:
-        log.warning(
-            "Durable: [core] fernet_key is not set, so fingerprints are plain SHA-256 and a short secret "
-            "in a request could be guessed from the journal; set a Fernet key on every Airflow component"
-        )
-        return None
-    keys = (hashlib.sha256(_KEY_DERIVATION + key.encode()).digest() for key in fernet_key)
-    return tuple((key, hmac.new(key, b"key id", hashlib.sha256).hexdigest()[:8]) for key in keys)
-
-
-class Fingerprint(str):
-    """
-    A fingerprint under the current key that also knows its ``forms`` under every key of
-    ``[core] fernet_key``, current first: after a rotation puts a new key in front of the old one,
-    a call recorded under the old key still matches (see :func:`recorded_form`).
-    """
-
-    forms: tuple[str, ...]
-
-
-def masked_json(rendered: str) -> str:
-    """
-    A rendering of :func:`canonical_json` with every secret the masker knows replaced in its
-    strings and keys: ``rendered`` itself when it holds none.
-    """
-    value, changed = masked(json.loads(rendered))
-    return canonical_json(value) if changed else rendered
-
-
-@functools.lru_cache(maxsize=4)
-def _unstarted_hashes(keys: tuple[tuple[bytes, str], ...] | None) -> tuple[Any, ...]:
-    # Copied for each hasher: cheaper than keying a new HMAC.
-    return tuple(hmac.new(secret, digestmod=hashlib.sha256) for secret, _ in keys) if keys else (hashlib.sha256(),)
-
-
-class FingerprintHasher:
-    """The fingerprint of a masked rendering given in pieces, as :func:`fingerprint` hashes it whole."""
-
-    def __init__(self) -> None:
-        keys = fingerprint_key()
-        self._key_ids = [key_id for _, key_id in keys] if keys is not None else None
-        self._hashes = [hashed.copy() for hashed in _unstarted_hashes(keys)]
-
-    def update(self, text: str) -> None:
-        # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.
-        data = text.encode("utf-8", "surrogatepass")
-        for hashed in self._hashes:
-            hashed.update(data)
-
-    def copy(self) -> FingerprintHasher:
-        """A hasher that goes on from what this one has hashed so far."""
-        copied = copy.copy(self)
-        copied._hashes = [hashed.copy() for hashed in self._hashes]
-        return copied
-
-    def fingerprint(self) -> str:
-        """The fingerprint of what was hashed: under every key of ``[core] fernet_key`` (see :class:`Fingerprint`)."""
-        if self._key_ids is None:
-            return f"sha256:{self._hashes[0].hexdigest()}"
-        forms = tuple(
-            f"hmac-sha256:{key_id}:{hashed.hexdigest()}"
-            for key_id, hashed in zip(self._key_ids, self._hashes, strict=True)
-        )
-        result = Fingerprint(forms[0])
-        result.forms = forms
-        return result
-
-
-def fingerprint_of_json(rendered: str) -> str:
-    """The fingerprint of a masked rendering (see :func:`masked_json`)."""
-    hasher = FingerprintHasher()
-    hasher.update(rendered)
-    return hasher.fingerprint()
-
-
-def fingerprint(value: Any, *, what: str = "a call") -> str | None:
-    """
-    Return the keyed digest of ``value``'s canonical JSON, masked, or ``None`` with a warning.
-
-    A call without a fingerprint cannot be matched against a recorded one, so it runs live; it
-    never fails the task.
-    """
-    try:
-        rendered = masked_json(canonical_json(value))
-    except UnrenderableValueError as error:
-        log.warning("Durable: cannot fingerprint %s, so it runs live: %s", what, error)
-        return None
-    return fingerprint_of_json(rendered)
-
-
-def recorded_form(recorded: Any, current: str | None) -> str | None:
-    """
-    ``recorded`` when it fingerprints the same call as ``current``, under the current key or
-    under a later key of ``[core] fernet_key`` (one the current key replaced); else ``None``.
-
-    A step that matches under an older key takes the recorded form as its own, so that the steps
-    after it follow the chain that was recorded.
-    """
-    if current is None or not isinstance(recorded, str):
-        return None
-    return recorded if recorded in getattr(current, "forms", (current,)) else None
-
-
-def _key_of(fingerprint: Any) -> str | None:
-    return fingerprint.rpartition(":")[0] if isinstance(fingerprint, str) else None
-
-
-def why_fingerprints_differ(recorded: Any, current: str) -> str:
-    """Why a recorded fingerprint is not ``current``: another key, or another request."""
-    if _key_of(recorded) != _key_of(current):
-        return (
-            f"it was fingerprinted with another key ({_key_of(recorded)!r}, this worker uses "
-            f"{_key_of(current)!r}): [core] fernet_key must be the same on every worker, and after a rotation "
-            "the old key stays after the new one until no journal uses it"
-        )
-    return "it asks something other than the recorded call"
+__all__ = [
+    "Fingerprint",
+    "FingerprintHasher",
+    "UnrenderableValueError",
+    "canonical_json",
+    "fingerprint",
+    "fingerprint_key",
+    "fingerprint_of_json",
+    "masked_json",
+    "recorded_form",
+    "why_fingerprints_differ",
+]

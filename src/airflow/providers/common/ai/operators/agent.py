@@ -19,7 +19,7 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
 from airflow.sdk import BaseOperator
 from pydantic_core import to_jsonable_python
 
-from airflow.providers.common.ai.durable.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
+from airflow.providers.common.ai.durable.core.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from airflow.sdk.bases.notifier import BaseNotifier
     from airflow.sdk.execution_time.hitl import HITLUser
 
-    from airflow.providers.common.ai.durable.approvals import Answer
+    from airflow.providers.common.ai.durable.core.approvals import Answer
 
 
 class AgentOperator(BaseOperator):
@@ -39,7 +39,7 @@ class AgentOperator(BaseOperator):
     its usage to XCom under the key ``usage``, also when the try fails: the requests and tokens
     per model that reached a model in this try and, when durable, what the replay saved and how
     many calls of each kind replayed, ran live or could not be recorded (see
-    :class:`~airflow.providers.common.ai.durable.usage.TryUsage`).
+    :class:`~airflow.providers.common.ai.durable.core.usage.TryUsage`).
 
     With ``durable=True`` each model call and function-tool call the agent completes is recorded
     in the task instance's journal, and a retry replays them instead of calling the model or
@@ -98,7 +98,7 @@ class AgentOperator(BaseOperator):
         notifiers: Sequence[BaseNotifier] | BaseNotifier | None = None,
         **kwargs: Any,
     ) -> None:
-        from airflow.providers.common.ai.durable.approvals import check_defaults
+        from airflow.providers.common.ai.durable.airflow.approvals import check_defaults
 
         super().__init__(**kwargs)
         _check_prompt(prompt, self.task_id, when_rendered=False)
@@ -152,7 +152,7 @@ class AgentOperator(BaseOperator):
         not_before: datetime.datetime | None = None,
     ) -> Any:
         """Resume after a person answered an approval request (or its timeout passed): run again, replaying."""
-        from airflow.providers.common.ai.durable.approvals import resumed_with
+        from airflow.providers.common.ai.durable.airflow.approvals import resumed_with
 
         self._answer = resumed_with(context, event, step_key, fingerprint, not_before, method_name="execute_complete")
         # execute, not the run alone: @task.agent writes the prompt there.
@@ -161,7 +161,7 @@ class AgentOperator(BaseOperator):
     def execute(self, context: Context) -> Any:
         _check_prompt(self.prompt, self.task_id, when_rendered=True)
         if self.durable:
-            from airflow.providers.common.ai.durable.journal import current_journal
+            from airflow.providers.common.ai.durable.core.scope import current_journal
             from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
             # Binds the task instance's journal now: a missing durable_cache_path fails the task
@@ -175,7 +175,7 @@ class AgentOperator(BaseOperator):
         run_config = self._get_run_config()
         run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": run_config}
         counted = _CountedUsage(run_config)
-        from airflow.providers.common.ai.durable.approvals import answering_approvals
+        from airflow.providers.common.ai.durable.core.approvals import answering_approvals
 
         try:
             agent = self._get_agent()
@@ -194,7 +194,7 @@ class AgentOperator(BaseOperator):
         return to_jsonable_python(result.final_output)
 
     def _wait_for_approval(self, context: Context, desk: Any) -> None:
-        from airflow.providers.common.ai.durable.approvals import wait_for_answer
+        from airflow.providers.common.ai.durable.airflow.approvals import wait_for_answer
 
         if desk is None or desk.pending is None:
             raise RuntimeError(
@@ -213,7 +213,7 @@ class AgentOperator(BaseOperator):
         )
 
     def _get_usage(self, counted: _CountedUsage) -> TryUsage:
-        from airflow.providers.common.ai.durable.journal import journal_in_use
+        from airflow.providers.common.ai.durable.core.scope import journal_in_use
 
         # A durable run in a task has a journal, which also knows what replayed; outside a task
         # (or without durable) the run's hooks counted what reached the model.

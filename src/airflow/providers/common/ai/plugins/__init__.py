@@ -1,0 +1,1 @@
+"""Airflow plugins of the provider: the durable listener and the journal page."""

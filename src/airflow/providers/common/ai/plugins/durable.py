@@ -23,8 +23,8 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.common.compat.sdk import hookimpl
 
-from airflow.providers.common.ai.durable.summaries import FAILED, SUCCESS, write_summary
-from airflow.providers.common.ai.durable.task_instance import (
+from airflow.providers.common.ai.durable.airflow.summaries import FAILED, SUCCESS, write_summary
+from airflow.providers.common.ai.durable.airflow.task_instance import (
     journal_left_by_earlier_tries,
     keep_summary_of_failed_try,
     take_journal,

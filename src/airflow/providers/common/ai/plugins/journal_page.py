@@ -21,15 +21,15 @@ import html
 import json
 from typing import Any
 
-from airflow.providers.common.ai.durable.journal import masked_text
-from airflow.providers.common.ai.durable.journal_view import as_json, journal_view
-from airflow.providers.common.ai.durable.summaries import (
+from airflow.providers.common.ai.durable.airflow.summaries import (
     SUMMARY_KEY_PREFIX,
     ObjectStorageSummaries,
     read_summaries,
     try_number_of,
 )
-from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.core.journal_view import as_json, journal_view
+from airflow.providers.common.ai.durable.core.masking import masked_text
 
 #: Where the plugin's FastAPI app is mounted on the api-server.
 URL_PREFIX = "/common-ai"
@@ -83,7 +83,7 @@ def _from_cache_path(dag_id: str, run_id: str, task_id: str, map_index: int) -> 
     from airflow.configuration import conf
     from airflow.sdk import ObjectStoragePath
 
-    from airflow.providers.common.ai.durable.object_storage import task_instance_folder
+    from airflow.providers.common.ai.durable.airflow.object_storage import task_instance_folder
 
     cache_path = (conf.get("common.ai", "durable_cache_path", fallback="") or "").strip()
     if not cache_path:

@@ -7,10 +7,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow.providers.common.ai.durable.encryption import EncryptedStorage
-from airflow.providers.common.ai.durable.journal import DurableJournal
-from airflow.providers.common.ai.durable.storage import JournalStorage
-from airflow.providers.common.ai.durable.summaries import (
+from airflow.providers.common.ai.durable.airflow.summaries import (
     FAILED,
     UNFINISHED,
     ObjectStorageSummaries,
@@ -18,8 +15,12 @@ from airflow.providers.common.ai.durable.summaries import (
     TaskStateStoreSummaries,
     write_summary,
 )
+from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.task_instance")
 
 CACHE_PATH_EXAMPLE = "file:///tmp/airflow_durable_cache"
 
@@ -75,7 +76,7 @@ def storage_for_task(context: Any) -> JournalStorage:
     cache_path = _cache_path()
     accessor = context.get("task_state_store")
     if accessor is not None:
-        from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+        from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
 
         if cache_path:
             log.info(
@@ -88,7 +89,7 @@ def storage_for_task(context: Any) -> JournalStorage:
             "Durable execution needs [common.ai] durable_cache_path on Airflow before 3.3: set it to an "
             f"ObjectStorage URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH={CACHE_PATH_EXAMPLE}"
         )
-    from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+    from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
 
     base = _cache_path_base(cache_path)
     try:

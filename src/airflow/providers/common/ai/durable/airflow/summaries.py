@@ -18,9 +18,12 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, JournalStats, masked_text
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.masking import masked_text
+from airflow.providers.common.ai.durable.core.stats import JournalStats
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.summaries")
 
 #: Every summary key in the task state store starts with this (the journal's keys do not).
 SUMMARY_KEY_PREFIX = "airflow.providers.common.ai.durable.summary/"
@@ -56,7 +59,7 @@ SUCCESS, FAILED, UNFINISHED = "success", "failed", "unfinished"
 
 def approvals_of(journal: DurableJournal) -> list[dict[str, Any]]:
     """The approval steps this try reached: which tools, and the decision (replayed, given now, or none yet)."""
-    from airflow.providers.common.ai.durable.approvals import APPROVAL_STEP, Decision
+    from airflow.providers.common.ai.durable.core.approvals import APPROVAL_STEP, Decision
 
     approvals = []
     for step in journal.claimed_steps():
@@ -133,7 +136,7 @@ class ObjectStorageSummaries(SummaryStore):
     """Summaries as ``<task instance folder>.summaries/try=<n>.json`` under ``durable_cache_path``."""
 
     def __init__(self, base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
-        from airflow.providers.common.ai.durable.object_storage import task_instance_folder
+        from airflow.providers.common.ai.durable.airflow.object_storage import task_instance_folder
 
         self._fs = base.fs
         folder = task_instance_folder(dag_id, run_id, task_id, map_index)
@@ -169,7 +172,7 @@ def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: i
         days = retention_days()
         if days == 0:
             return
-        from airflow.providers.common.ai.durable.encryption import encrypt_text
+        from airflow.providers.common.ai.durable.core.encryption import encrypt_text
 
         now = datetime.datetime.now(tz=datetime.timezone.utc)
         summary = try_summary(
@@ -288,7 +291,7 @@ def _moment(text: str | None) -> datetime.datetime | None:
 
 
 def _readable(text: str) -> dict[str, Any] | None:
-    from airflow.providers.common.ai.durable.encryption import ENCRYPTED_PREFIX, decrypt_text
+    from airflow.providers.common.ai.durable.core.encryption import ENCRYPTED_PREFIX, decrypt_text
 
     try:
         plain = decrypt_text(text) if text.startswith(ENCRYPTED_PREFIX) else text

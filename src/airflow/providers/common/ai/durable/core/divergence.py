@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.providers.common.ai.durable.fingerprint import (
+from airflow.providers.common.ai.durable.core.fingerprint import (
     FingerprintHasher,
     UnrenderableValueError,
     canonical_json,
@@ -34,9 +34,10 @@ from airflow.providers.common.ai.durable.fingerprint import (
     masked_json,
     why_fingerprints_differ,
 )
-from airflow.providers.common.ai.durable.masking import masked
+from airflow.providers.common.ai.durable.core.masking import masked
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.divergence")
 
 # Enough to tell parts apart in an explanation, small enough for a part per input item.
 _DIGEST_LENGTH = 12

@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from airflow.providers.common.ai.durable.journal import running_step
+from airflow.providers.common.ai.durable.core.scope import running_step
 
 #: The ``_meta`` key under which a journaled MCP tool call sends its idempotency key to the server.
 IDEMPOTENCY_KEY_META = "airflow.apache.org/idempotency-key"

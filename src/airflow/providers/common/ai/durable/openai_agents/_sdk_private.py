@@ -65,7 +65,7 @@ PRIVATE_MODULE_NAMES: dict[str, tuple[str, ...]] = {
 
 def missing_private_names() -> list[str]:
     """The private names above that this SDK version no longer has."""
-    from airflow.providers.common.ai.durable import _mcp
+    from airflow.providers.common.ai.durable.openai_agents import _mcp
 
     attributes = {**PRIVATE_ATTRIBUTES, **_mcp.PRIVATE_ATTRIBUTES}
     missing = [name for name, owner in attributes.items() if not hasattr(owner(), name)]

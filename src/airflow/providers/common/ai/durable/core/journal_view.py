@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.providers.common.ai.durable.journal import _INDEX_KEY, is_snapshot_key
+from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, is_snapshot_key
 
 #: How deep runs nest on the page; a run under more steps than that shows at the top, by its key.
 _MAX_NESTING = 16
@@ -67,7 +67,7 @@ def _step(key: str, text: str) -> StepView:
     entry: Any = None
     plain = text
     try:
-        from airflow.providers.common.ai.durable.encryption import ENCRYPTED_PREFIX, decrypt_text
+        from airflow.providers.common.ai.durable.core.encryption import ENCRYPTED_PREFIX, decrypt_text
 
         plain = decrypt_text(text) if text.startswith(ENCRYPTED_PREFIX) else text
         entry = json.loads(plain)

@@ -122,9 +122,16 @@ def _redact(text: str) -> str:
     return _redactor()(text)
 
 
+#: Returns the secrets masker's ``redact``; installed by the Airflow binding
+#: (:mod:`airflow.providers.common.ai.durable.airflow.binding`), nothing is redacted without it.
+secrets_redactor: Callable[[], Callable[[Any], Any]] | None = None
+
+
 @functools.cache
 def _redactor() -> Callable[[Any], Any]:
     # Looked up once: the compat module resolves each attribute access anew.
-    from airflow.providers.common.compat.sdk import redact
+    return secrets_redactor() if secrets_redactor is not None else _as_it_is
 
-    return redact
+
+def _as_it_is(value: Any) -> Any:
+    return value

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from airflow.providers.common.ai.durable.storage import JournalStorage
+from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-log = logging.getLogger(__name__)
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal_io")
 
 #: How long the thread waits for more calls before it ends (a later call starts a new one).
 _IDLE_SECONDS = 2.0

@@ -1,0 +1,52 @@
+"""
+Installs into the journal core what it asks of Airflow: the ``[core] fernet_key`` setting, the
+secrets masker, and the journal of the running task instance. The provider's ``durable`` package
+installs it on import, so the core behaves the same whichever module is imported first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.durable.core import encryption, masking, scope
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+
+
+def _fernet_key_setting() -> str:
+    from airflow.configuration import conf
+
+    return conf.get("core", "fernet_key", fallback="") or ""
+
+
+def _secrets_redactor() -> Callable[[Any], Any]:
+    from airflow.providers.common.compat.sdk import redact
+
+    return redact
+
+
+def _journal_of_running_task() -> DurableJournal | None:
+    # Imported when first asked: the task instance's module needs Airflow's task machinery.
+    from airflow.providers.common.ai.durable.airflow.task_instance import journal_of_running_task
+
+    return journal_of_running_task()
+
+
+def _bound_journal_of_running_task() -> DurableJournal | None:
+    from airflow.providers.common.ai.durable.airflow.task_instance import bound_journal_of_running_task
+
+    return bound_journal_of_running_task()
+
+
+def install() -> None:
+    """Make the journal core use Airflow's Fernet key, secrets masker and running task instance."""
+    from airflow.exceptions import AirflowConfigException
+
+    encryption.fernet_key_setting = _fernet_key_setting
+    encryption.invalid_key_error = AirflowConfigException
+    masking.secrets_redactor = _secrets_redactor
+    scope.journal_provider = _journal_of_running_task
+    scope.bound_journal_provider = _bound_journal_of_running_task

@@ -1,0 +1,122 @@
+"""The journal under ``[common.ai] durable_cache_path``: one object per step in any fsspec filesystem."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote
+
+from fsspec.implementations.local import LocalFileSystem
+
+from airflow.providers.common.ai.durable.core.storage import JournalStorage
+
+# Most filesystems refuse names longer than 255 bytes; a quoted id can be three times its length.
+_MAX_QUOTED_LENGTH = 200
+
+
+def _segment(field: str, value: str) -> str:
+    """
+    Return one path segment that names ``value`` and no other value of ``field``.
+
+    Quoting keeps the id readable and maps "/" and every other special character away; the
+    ``field=`` prefix keeps "." and ".." from being read as directories. An id too long to quote
+    is named by its digest, under a prefix a quoted id cannot have.
+    """
+    quoted = quote(value, safe="")
+    if len(quoted) <= _MAX_QUOTED_LENGTH:
+        return f"{field}={quoted}"
+    return f"{field}#sha256={hashlib.sha256(value.encode()).hexdigest()}"
+
+
+def _entry_or_error(found: bytes | Exception | None) -> str | Exception | None:
+    if isinstance(found, bytes):
+        return found.decode()
+    if found is None or isinstance(found, FileNotFoundError):
+        return None
+    return found
+
+
+def task_instance_folder(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """The folder, relative to the cache path, that holds one task instance's journal."""
+    return "/".join(
+        (
+            _segment("dag_id", dag_id),
+            _segment("run_id", run_id),
+            _segment("task_id", task_id),
+            f"map_index={int(map_index)}",
+        )
+    )
+
+
+class ObjectStorageStorage(JournalStorage):
+    """
+    Journal entries as ``<cache path>/dag_id=.../run_id=.../task_id=.../map_index=N/<step>.json``.
+
+    Each completed step writes its own small object, so a write costs what the step costs. On
+    local disk a write goes to a temporary file that is renamed into place, so a try killed
+    mid-write leaves the previous entry whole; object stores write an object atomically. After
+    success the task instance's folder is removed in one call.
+
+    ``base`` is an ``ObjectStoragePath`` (or any universal-pathlib path).
+    """
+
+    def __init__(self, base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
+        self._fs = base.fs
+        self._folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
+        self._is_local = isinstance(self._fs, LocalFileSystem)
+        # A remote filesystem's call is a round trip, worth making behind the agent (fsspec takes
+        # calls from any thread); a local one costs less than handing it to another thread.
+        self.calls_in_background = not self._is_local
+        self.reads_at_once = 1 if self._is_local else 8
+        self._folder_exists = False
+        self.identity = f"{dag_id}/{run_id}/{task_id}/{map_index}"
+
+    def _path(self, key: str) -> str:
+        return f"{self._folder}/{key}.json"
+
+    def read(self, key: str) -> str | None:
+        try:
+            return self._fs.cat_file(self._path(key)).decode()
+        except FileNotFoundError:
+            return None
+
+    def read_many(self, keys: list[str]) -> list[str | Exception | None]:
+        # One call: an async filesystem (s3fs, gcsfs, adlfs) fetches the objects concurrently.
+        paths = [self._path(key) for key in keys]
+        found = self._fs.cat(paths, on_error="return")
+        return [_entry_or_error(found.get(self._fs._strip_protocol(path))) for path in paths]
+
+    def write(self, key: str, text: str) -> None:
+        data = text.encode()
+        if not self._is_local:
+            self._fs.pipe_file(self._path(key), data)
+            return
+        if not self._folder_exists:
+            os.makedirs(self._folder, exist_ok=True)
+            self._folder_exists = True
+        # A fixed name, not mkstemp: only one try writes a key at a time, and mkstemp costs
+        # three times the whole write.
+        temporary = f"{self._folder}/.{key}.json.tmp"
+        try:
+            with open(temporary, "wb") as file:
+                file.write(data)
+            os.replace(temporary, self._path(key))
+        except BaseException:
+            os.unlink(temporary)
+            raise
+
+    def delete_all(self, keys: Iterable[str]) -> None:
+        if self._fs.exists(self._folder):
+            self._fs.rm(self._folder, recursive=True)
+        self._folder_exists = False
+        if self._is_local:
+            # The task_id=, run_id= and dag_id= folders above it, while no other journal uses them.
+            parent = os.path.dirname(self._folder)
+            for _ in range(3):
+                try:
+                    os.rmdir(parent)
+                except OSError:
+                    break
+                parent = os.path.dirname(parent)

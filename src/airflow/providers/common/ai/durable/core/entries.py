@@ -1,0 +1,139 @@
+"""
+The stored form of a journal entry: its format version, its states, the keys of the index and of
+snapshots, and how a recorded entry is read back and written as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import Future
+from typing import Any
+
+from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
+
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+
+#: The format version every entry carries. A change to the entry's fields is a new version.
+#: Format 3 added "parts" (the digests that name what changed); format 4 stores, for a model call
+#: after the first of its run, only the digests of the input items it added. Formats 2 and 3 replay
+#: as they are: their fingerprints are the ones this release computes.
+FORMAT_VERSION = 4
+_READABLE_FORMATS = frozenset({2, 3, 4})
+
+# The states of an entry: only a done one replays. A started entry holds a new run's number; an
+# in-flight one marks a call that an idempotency key guards; a masked one held a secret.
+_DONE, _IN_FLIGHT, _STARTED, _FAILED, _DISCARDED, _MASKED = (
+    "done",
+    "in_flight",
+    "started",
+    "failed",
+    "discarded",
+    "masked",
+)
+# Why an entry in each other state runs live. Keyed by object: a state read from storage may be anything.
+_WHY_LIVE: dict[object, str] = {
+    _MASKED: "its recorded result held a secret and is stored masked",
+    _FAILED: "it failed on an earlier try",
+    _DISCARDED: "an earlier try discarded it",
+    _STARTED: "an earlier try started it and never finished it",
+}
+#: The entry naming every step that runs were started under, for clean-up (no run is numbered 0).
+_INDEX_KEY = "0"
+#: How many recorded entries a replaying run reads ahead of its claims, where reads are round trips.
+_READ_AHEAD = 8
+#: How to tell apart runs that ask the same.
+_NAME_THE_RUNS = "give each its own durable_key (run_durably(..., durable_key=...))"
+#: What sets a run's snapshot aside: a snapshot of no entries.
+_NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entries": {}}, separators=(",", ":"))
+
+
+#: A recorded entry read ahead, or why it could not be read.
+_Lookup = tuple[dict[str, Any] | None, str | None]
+
+
+def _looked_up(read: Future[str | None]) -> _Lookup:
+    """The entry a read found (``None`` if there is none), or why it cannot be read."""
+    text, problem = _text_of(read)
+    return (None, problem) if text is None else _parsed(text)
+
+
+def _text_of(read: Future[str | None]) -> tuple[str | None, str | None]:
+    """The text a read found (``None`` if there is none), or why the store could not read it."""
+    try:
+        return read.result(), None
+    except Exception as error:
+        return None, f"the store could not read it: {error}"
+
+
+def _parsed(text: str) -> _Lookup:
+    """The entry ``text`` holds, or why it cannot be read."""
+    try:
+        entry = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        return None, f"the recorded entry is not JSON: {type(error).__name__}: {str(error)[:200]}"
+    if not isinstance(entry, dict):
+        return None, "the recorded entry is not a JSON object"
+    if entry.get("format") not in _READABLE_FORMATS:
+        return None, (
+            f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
+            f"this release reads formats {', '.join(map(str, sorted(_READABLE_FORMATS)))}"
+        )
+    return entry, None
+
+
+# Built once: json.dumps with options builds an encoder on each call, and each step writes JSON.
+_UTF8_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_ASCII_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON, kept in UTF-8 but for a lone surrogate, which only loads back escaped."""
+    text = _UTF8_JSON.encode(value)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = _ASCII_JSON.encode(value)
+    return text
+
+
+def _snapshot_key(path: str) -> str:
+    return f"{_INDEX_KEY}.{path}"
+
+
+def is_snapshot_key(key: str) -> bool:
+    """Whether ``key`` holds a run's snapshot rather than an entry."""
+    return key.startswith(f"{_INDEX_KEY}.")
+
+
+def _snapshot_of(read: Future[str | None]) -> dict[int, str]:
+    """The entries of the snapshot a read found, by position; none if there is none or it cannot be read."""
+    entry, problem = _looked_up(read)
+    entries = entry.get("entries") if entry is not None and entry.get("kind") == "snapshot" else None
+    if not isinstance(entries, dict) or not all(isinstance(text, str) for text in entries.values()):
+        if problem or entry is not None:
+            reason = problem or "it holds no entries by position"
+            log.info("Durable: the snapshot of a run cannot be read; its entries are read one by one reason=%r", reason)
+        return {}
+    return {int(position): text for position, text in entries.items() if position.isascii() and position.isdigit()}
+
+
+def _another_call(entry: dict[str, Any], kind: str) -> str:
+    """Why a recorded call of another kind or name is not this call of ``kind``."""
+    if entry.get("kind") == kind:
+        return f"the {kind} changed: the recorded call there is {kind} {entry.get('name')!r}"
+    return f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}"
+
+
+def _starts_with(entry: dict[str, Any] | None, identity: tuple[str, str, str | None, str]) -> bool:
+    """
+    Whether a recorded run whose first entry is ``entry`` starts with the call ``identity`` names,
+    as :meth:`DurableJournal._number` compares them: its fingerprint under any key of ``[core] fernet_key``.
+    """
+    if entry is None:
+        return False
+    kind, name, fingerprint, follows = identity
+    return (entry.get("kind"), entry.get("name"), entry.get("follows")) == (kind, name, follows) and (
+        recorded_form(entry.get("fingerprint"), fingerprint) is not None
+    )

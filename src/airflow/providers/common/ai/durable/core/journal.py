@@ -1,0 +1,363 @@
+"""
+The durable journal of one task instance, neutral of any agent framework.
+
+A journal holds agent runs; a run started while a step runs is numbered under that step. A run
+takes its number at its first call: the number of the recorded run whose first call asked the
+same, else a new one. A run holds steps at positions 1, 2, ... A step is claimed with
+a kind, a name and a fingerprint of what it asks: it replays the matching recorded entry, or runs
+live and is recorded when it completes, or fails and is not recorded. The first step of a run
+that does not match its entry runs live, and so does every later step of that run.
+
+Each entry is one JSON object under the key ``<run>.<position>`` (a nested run's key starts with
+its step's key, as in ``1.3.1.2``). Entries are chained: each names the digest of the step before
+it, so an entry left over from an older, longer try can never be taken for a step that follows
+different ones.
+
+Where each read is a round trip (the task state store on a worker, an object store), a top-level
+run that ends also writes a snapshot: every entry of the run under the key ``0.<run>``, so a retry
+reads the run in one call. A snapshot only ever holds what the entries' own keys hold: a try that
+writes an entry of a run first sets the run's snapshot aside (an empty one), and writes a new one
+when the run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from itertools import count
+from typing import Any
+
+from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
+from airflow.providers.common.ai.durable.core.entries import (
+    _DONE,
+    _INDEX_KEY,
+    _NAME_THE_RUNS,
+    FORMAT_VERSION,
+    _another_call,
+    _json_text,
+    _looked_up,
+    _Lookup,
+    _snapshot_key,
+    _starts_with,
+    _text_of,
+)
+from airflow.providers.common.ai.durable.core.journal_io import JournalIO
+from airflow.providers.common.ai.durable.core.runs import DurableRun, _Runs
+from airflow.providers.common.ai.durable.core.scope import (
+    _running_step,
+)
+from airflow.providers.common.ai.durable.core.stats import JournalStats
+from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.core.storage import JournalStorage
+
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+
+
+class DurableJournal:
+    """
+    The journal of one task instance: what each agent run's calls returned on earlier tries.
+
+    ``storage`` keeps the entries (the task state store, ``durable_cache_path``, or memory). With
+    ``clean_up_after_run``, the journal deletes itself when a top-level run completes; inside
+    Airflow it is instead deleted when the task instance succeeds.
+    """
+
+    def __init__(self, storage: JournalStorage, *, clean_up_after_run: bool = False) -> None:
+        self.storage = storage
+        self._io = JournalIO(storage)
+        self.clean_up_after_run = clean_up_after_run
+        self.stats = JournalStats()
+        # Numbering and the index are shared by runs that run in threads of one task.
+        self._lock = threading.RLock()
+        # The counts the I/O thread updates as the store answers; never held while waiting on the store.
+        self._stats_lock = threading.Lock()
+        self._runs: dict[str, DurableRun] = {}
+        self._runs_under: dict[str, _Runs] = {}
+        # The steps any try started runs under (read from the index entry once), None until needed.
+        self._parents: set[str] | None = None
+        self._index_stored = False
+        # False once an index this journal read could not be read: runs may be under any step.
+        self._index_complete = True
+        self._warned_of_identical_runs = False
+        #: Called after each top-level run ends, however it ends (the task keeps its try's summary so far).
+        self.after_each_run: Callable[[], None] | None = None
+
+    @contextlib.contextmanager
+    def run(self, *, key: str | None = None) -> Iterator[DurableRun]:
+        """
+        Start an agent run: top-level, or nested under the step running in this context.
+
+        ``key`` names the run on every try, to tell apart runs that otherwise ask the same.
+        """
+        parent = _running_step.get()
+        if parent is not None and parent.run.journal is not self:
+            parent = None
+        run = DurableRun(self, parent, key=key)
+        try:
+            yield run
+        finally:
+            run.stop_reading_ahead()
+            with self._lock:
+                self._runs_under.get(parent.key if parent else "", _Runs([])).active.pop(run, None)
+            if parent is None:
+                # However the run ended, its entries are in the store when it returns.
+                self.settle()
+                if run.snapshots and not self.clean_up_after_run:
+                    run.store_snapshot()
+                if self.after_each_run is not None:
+                    # Through the I/O thread as well: the journal's store calls never come from two threads.
+                    self._io.call(self.after_each_run)
+        log.debug("Durable: run %s ended", run.path or "without calls")
+        if self.clean_up_after_run and parent is None:
+            self.delete()
+
+    def claimed_steps(self) -> list[JournalStep]:
+        """Every step this try claimed, run by run in the order the runs took their numbers."""
+        with self._lock:
+            return [step for run in self._runs.values() for step in run.steps]
+
+    def settle(self) -> None:
+        """
+        Wait until every entry written so far is in the store (or its write was refused and reported).
+
+        Writes go to the store behind the agent; a call that must not start before they are
+        durable (a model request that carries a tool's result) settles the journal first.
+        """
+        self._io.settle()
+
+    def has_pending_writes(self) -> bool:
+        """Whether :meth:`settle` would wait."""
+        return self._io.has_pending_calls()
+
+    def finish(self, *, succeeded: bool) -> None:
+        """Log this try's summary; once the task instance succeeded, delete the journal."""
+        self.settle()
+        log.info(self.stats.summary())
+        if succeeded:
+            self.delete()
+
+    def delete(self) -> None:
+        """Delete every entry any try recorded."""
+        keys = list(self._stored_keys())
+        self._io.call(lambda: self.storage.delete_all(keys))
+        self._runs.clear()
+        self._runs_under.clear()
+        self._parents = None
+        self._index_stored = False
+        self._index_complete = True
+        if keys:
+            log.info("Durable: journal deleted")
+
+    def _number(
+        self, run: DurableRun, kind: str, name: str, fingerprint: str | None, parts: dict[str, Any] | None = None
+    ) -> tuple[_Lookup | None, str | None]:
+        """
+        Give ``run`` its number from what its first call asks. Return the first entry of the
+        recorded run it matched (``None`` for a new number), and why it matched none of the
+        recorded runs left, if any were.
+        """
+        parent = run.parent.key if run.parent is not None else ""
+        identity = (kind, name, fingerprint, run.follows)
+        with self._lock:
+            if run.parent is not None:
+                self._note_parent(parent)
+            runs = self._runs_under.get(parent)
+            if runs is None:
+                # Under a step no try recorded anything for (not even its in-flight mark, written
+                # before any run it started), no run was recorded: nothing to read.
+                recorded = [] if run.parent is not None and run.parent.nothing_recorded else self._recorded_runs(parent)
+                runs = self._runs_under[parent] = _Runs(list(recorded))
+            untaken = [n for n in range(1, len(runs.recorded) + 1) if n not in runs.taken]
+            matching = [n for n in untaken if _starts_with(runs.recorded[n - 1][0], identity)]
+            twins: set[int] = set()
+            if run.key is None and fingerprint is not None:
+                # Runs this one cannot be told apart from: those asking the same in flight now, and
+                # the recorded ones that could not be told apart in their try (R-51).
+                twins = {other.number for other, asked in runs.active.items() if asked == identity}
+                twins |= set(matching) & runs.indistinct
+            runs.active[run] = identity
+            number = matching[0] if matching and run.reads and fingerprint is not None and not twins else None
+            found = runs.recorded[number - 1] if number is not None else None
+            if number is None:
+                number = next(n for n in count(len(runs.recorded) + 1) if n not in runs.taken)
+            runs.taken.add(number)
+            run.number = number
+            run.path = f"{parent}.{number}" if parent else str(number)
+            self._runs[run.path] = run
+            if twins:
+                run.twins = twins
+                told_apart_until_now = [other for other in runs.active if other.number in twins and not other.twins]
+                for other in runs.active:
+                    if other.number in twins:
+                        other.twins.add(number)
+                with self._stats_lock:
+                    self.stats.indistinct_runs += 1 + len(told_apart_until_now)
+        log.debug("Durable: run %s started", run.path)
+        if twins:
+            self._warn_of_identical_runs(name)
+            if matching and run.reads:
+                return None, f"it cannot be told apart from another run that asks the same: {_NAME_THE_RUNS}"
+        if found is not None or not untaken or not run.reads:
+            return found, None
+        reason = "no recorded run starts with this call"
+        for n in untaken:
+            entry, problem = runs.recorded[n - 1]
+            if problem:
+                return None, f"{reason}; recorded run {n} cannot be read: {problem}"
+            if fingerprint is not None and entry is not None and (entry.get("kind"), entry.get("name")) == (kind, name):
+                differ = why_calls_differ(entry, fingerprint, parts)
+                return None, f"{reason}; the first call of recorded run {n}: {differ}"
+        # No recorded run starts with a call of this name: say what the first one called, if of this kind.
+        for n in untaken:
+            entry = runs.recorded[n - 1][0]
+            if entry is not None and entry.get("kind") == kind:
+                return None, f"{reason}; the first call of recorded run {n}: {_another_call(entry, kind)}"
+        return None, reason
+
+    def _recorded_runs(self, parent: str) -> Iterator[_Lookup]:
+        """The first entries of the runs recorded under ``parent``, numbered without gaps."""
+        for number in count(1):
+            found = self._read_entry(f"{parent}.{number}.1" if parent else f"{number}.1")
+            if found == (None, None):
+                return
+            yield found
+
+    def _warn_of_identical_runs(self, name: str) -> None:
+        if self._warned_of_identical_runs:
+            return
+        self._warned_of_identical_runs = True
+        log.warning(
+            "Durable: agent runs that ask the same started concurrently, so a retry cannot tell which recorded "
+            "run is whose; they run live on every try: %s model=%r",
+            _NAME_THE_RUNS,
+            name,
+        )
+
+    def _note_parent(self, parent: str) -> None:
+        """Write down, once, that runs started under step ``parent``, so that clean-up finds them."""
+        parents = self._stored_parents()
+        if parent in parents:
+            return
+        parents.add(parent)
+        entry: dict[str, Any] = {"format": FORMAT_VERSION, "kind": "index", "parents": sorted(parents)}
+        if not self._index_complete:
+            # The parents an unreadable index named are lost: the clean-up looks under every step.
+            entry["complete"] = False
+        self._index_stored = True
+        self._io.write(_INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
+
+    def _stored_parents(self) -> set[str]:
+        if self._parents is None:
+            entry, problem = self._read_entry(_INDEX_KEY)
+            self._index_stored = (entry, problem) != (None, None)
+            parents = entry.get("parents") if entry else None
+            if entry is not None and not isinstance(parents, list):
+                problem = "it names no parents"
+            if problem:
+                log.warning(
+                    "Durable: the journal's index cannot be read; clean-up looks for nested runs under every step "
+                    "reason=%r",
+                    problem,
+                )
+            self._index_complete = problem is None and (entry is None or entry.get("complete") is not False)
+            self._parents = {p for p in parents if isinstance(p, str)} if isinstance(parents, list) else set()
+        return self._parents
+
+    def _read_entry(self, key: str) -> _Lookup:
+        """The entry under ``key`` (``None`` if there is none), or why it cannot be read."""
+        return _looked_up(self._io.read_later(key))
+
+    def _write(self, step: JournalStep, entry: dict[str, Any], *, what: str) -> bool:
+        """
+        Queue ``entry`` as ``step``'s entry; return whether it could be (it is JSON). A write the
+        store refuses is reported when the store answers.
+        """
+        try:
+            text = _json_text(entry)
+        except (TypeError, ValueError, RecursionError) as error:
+            return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
+        run = step.run
+        problem = run.fence() if run.snapshots else None
+        if problem is not None:
+            return self._not_recorded(step, what, problem)
+        done = entry["state"] == _DONE
+
+        def stored(error: BaseException | None) -> None:
+            if run.snapshots:
+                if error is None:
+                    run._stored[step.position] = text
+                else:
+                    run._stored.pop(step.position, None)
+            if error is not None:
+                if what == "result":
+                    step.recorded = None
+                self._not_recorded(step, what, f"the store refused it: {error}")
+            elif done:
+                with self._stats_lock:
+                    self.stats.recorded[step.kind] += 1
+
+        self._io.write(step.key, text, stored)
+        return True
+
+    def _not_recorded(self, step: JournalStep, what: str, reason: str) -> bool:
+        log.warning(
+            "Durable: could not record a step, so it runs again next try step=%s what=%s reason=%r",
+            step.describe(),
+            what,
+            reason,
+        )
+        if what == "result":
+            with self._stats_lock:
+                self.stats.not_recorded.append(f"{step.describe()}: {reason}")
+                self.stats.not_recorded_kinds[step.kind] += 1
+        return False
+
+    def _stored_keys(self) -> Iterator[str]:
+        """
+        Every key stored: the runs under the journal and under each step the index names (under
+        every step, once an index could not be read), each numbered without gaps, each run's
+        positions without gaps. Nothing this try knows is read again: not what it claimed, not what
+        it read ahead, not past a run it numbered itself or the last run under a step it started
+        runs under.
+        """
+        parents = ["", *sorted(self._stored_parents())]
+        looked_under = set(parents)
+        for parent in parents:  # and the steps appended to it on the way
+            runs = self._runs_under.get(parent)
+            last = max([len(runs.recorded), *runs.taken]) if runs is not None else None
+            for number in count(1):
+                if last is not None and number > last:
+                    break
+                path = f"{parent}.{number}" if parent else str(number)
+                run = self._runs.get(path)
+                known = len(run.steps) if run is not None else 0
+                keys = [f"{path}.{position}" for position in range(1, known + 1)]
+                for position in count(known + 1) if run is None or not run.numbered_new else ():
+                    read = run._ahead.pop(position, None) if run is not None else None
+                    if _looked_up(read or self._io.read_later(f"{path}.{position}")) == (None, None):
+                        break
+                    keys.append(f"{path}.{position}")
+                if not keys:
+                    break
+                if not parent and self._io.in_background:
+                    # A snapshot first: once it is gone, what is left of the run is read entry by entry.
+                    stored = run.snapshot_in_store() if run is not None else None
+                    if stored is None:
+                        stored = _text_of(self._io.read_later(_snapshot_key(path))) != (None, None)
+                    if stored:
+                        yield _snapshot_key(path)
+                yield from keys
+                if not self._index_complete:
+                    parents.extend(key for key in keys if key not in looked_under)
+                    looked_under.update(keys)
+        if self._index_stored:
+            yield _INDEX_KEY
+
+
+def _index_written(error: BaseException | None) -> None:
+    if error is not None:
+        log.warning("Durable: could not write the journal's index; clean-up may leave entries reason=%r", str(error))

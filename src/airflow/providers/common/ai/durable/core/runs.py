@@ -1,0 +1,280 @@
+"""
+One agent run of a journal and the steps it claims in order: :class:`DurableRun`; and the runs under
+one parent, recorded and of this try, that a new run takes its number among.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from itertools import count
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
+from airflow.providers.common.ai.durable.core.entries import (
+    _DONE,
+    _IN_FLIGHT,
+    _NO_SNAPSHOT,
+    _READ_AHEAD,
+    _STARTED,
+    _WHY_LIVE,
+    FORMAT_VERSION,
+    _another_call,
+    _json_text,
+    _Lookup,
+    _parsed,
+    _snapshot_key,
+    _snapshot_of,
+    _text_of,
+)
+from airflow.providers.common.ai.durable.core.steps import JournalStep
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+
+
+class DurableRun:
+    """
+    One agent run in a journal: hands out its steps at positions 1, 2, ... in claim order.
+
+    Its number is taken at its first claim, by what that first call asks: a run matches the
+    recorded run whose first call asks the same (and carries the same ``key``), whatever order
+    runs started in; among equal ones, the order of their first calls decides.
+    """
+
+    def __init__(self, journal: DurableJournal, parent: JournalStep | None, *, key: str | None) -> None:
+        self.journal = journal
+        self.parent = parent
+        self.key = key
+        #: ``<number>`` or ``<parent step key>.<number>``; set at the first claim.
+        self.path = ""
+        self.number = 0
+        #: The numbers of the runs under the same parent this run cannot be told apart from (R-51).
+        self.twins: set[int] = set()
+        base = parent.digest if parent is not None else ""
+        self.follows: str = base if key is None else hashlib.sha256(f"{base}\0durable_key\0{key}".encode()).hexdigest()
+        #: Whether claims still look for recorded entries; off once the run has diverged.
+        self.reads: bool = parent.reads_nested_runs if parent is not None else True
+        self._positions = count(1)
+        #: The steps claimed in this try, in position order.
+        self.steps: list[JournalStep] = []
+        #: Whether the run took a number no recorded run had: the store holds only this try's entries under it.
+        self.numbered_new = False
+        # Reads of recorded entries queued before their claims, by position (see _recorded_entry).
+        self._ahead: dict[int, Future[str | None]] = {}
+        self._reads_ahead = journal._io.in_background
+        #: Whether the run keeps a snapshot of its entries (see the module's docstring).
+        self.snapshots = parent is None and journal._io.in_background
+        # The read of the snapshot of the recorded run this one took the number of, and its entries.
+        self._snapshot_read: Future[str | None] | None = None
+        self._snapshot: dict[int, str] | None = None
+        # The text the store holds at each position, as far as this try knows: the next snapshot.
+        self._stored: dict[int, str] = {}
+        # Whether this try wrote the snapshot's key: True once it did, None if a write of it failed.
+        self._wrote_snapshot: bool | None = False
+
+    def claim(
+        self,
+        kind: str,
+        name: str,
+        fingerprint: str | None,
+        *,
+        parts: dict[str, Any] | None = None,
+        counted_when_handed_out: bool = False,
+    ) -> JournalStep:
+        """
+        Take the next position for a call of ``kind`` named ``name`` asking what ``fingerprint``
+        digests, and say whether it replays. ``parts`` digests each part of what it asks, so that
+        a divergence names the part that changed. A replayed step counts as replayed when claimed,
+        or, with ``counted_when_handed_out``, once :meth:`JournalStep.handed_out` says its result
+        was used (a call claimed ahead, which the caller may never make).
+
+        Claims are numbered in the order they are made; a caller running calls concurrently
+        claims them first, in the order it wants them to keep on every try.
+        """
+        new_run = False
+        found: _Lookup | None = None
+        if not self.path:
+            found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
+            new_run = self.numbered_new = found is None
+            if self.snapshots:
+                self._open_snapshot(found)
+        step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
+        step._counted_when_handed_out = counted_when_handed_out
+        self.follows = step.digest
+        self.steps.append(step)
+        if fingerprint is None:
+            self._diverge(step, "what it asks could not be fingerprinted")
+        elif new_run:
+            # Nothing was recorded under a new number: no need to look.
+            self.reads = step.reads_nested_runs = False
+            if unmatched:
+                self._diverge(step, unmatched)
+        elif self.reads:
+            self._look_up(step, found)
+        if new_run:
+            # The first entry of a run under a new number holds that number from now on.
+            step._mark(_STARTED, "start mark")
+        log.debug("Durable: claimed step=%s replayed=%s", step.describe(), step.replayed)
+        return step
+
+    def _look_up(self, step: JournalStep, found: _Lookup | None) -> None:
+        entry, problem = found if found is not None else self._recorded_entry(step.position)
+        if problem:
+            self._diverge(step, problem)
+            return
+        if entry is None:
+            step.nothing_recorded = True
+            return
+        state = entry.get("state")
+        if (entry.get("kind"), entry.get("name")) == (step.kind, step.name):
+            step.take_recorded_fingerprint(entry.get("fingerprint"))
+        if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
+            self._diverge(step, _another_call(entry, step.kind))
+        elif entry.get("fingerprint") != step.fingerprint:
+            self._diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
+        elif entry.get("follows") != step.follows:
+            self._diverge(step, "an earlier call of this run changed since it was recorded")
+        elif state == _IN_FLIGHT:
+            step.interrupted = True
+            log.warning(
+                "Durable: a call an earlier try started and never finished runs again step=%s idempotency_key=%s",
+                step.describe(),
+                step.idempotency_key,
+            )
+        elif state == _DONE:
+            step.replayed = True
+            step.result = entry.get("result")
+            step.meta = entry.get("meta") or {}
+            if not step._counted_when_handed_out:
+                step.handed_out()
+        else:
+            reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
+            log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
+
+    def _open_snapshot(self, found: _Lookup | None) -> None:
+        """Read the snapshot of the recorded run this run took the number of; a new run has none."""
+        if found is None:
+            return
+        self._snapshot_read = self.journal._io.read_later(_snapshot_key(self.path))
+        with contextlib.suppress(ValueError, RecursionError):  # then it keeps no snapshot
+            self._stored[1] = _json_text(found[0])
+
+    def _snapshot_entries(self) -> dict[int, str]:
+        if self._snapshot is None:
+            self._snapshot = _snapshot_of(self._snapshot_read) if self._snapshot_read is not None else {}
+        return self._snapshot
+
+    def fence(self) -> str | None:
+        """
+        Before this try writes an entry of this run: set aside the snapshot an earlier try wrote,
+        which would hold the entry it replaces. Return why it could not be, if it could not.
+        """
+        if self.numbered_new or self._wrote_snapshot or self.snapshot_in_store() is False:
+            return None
+        error = self._write_snapshot(_NO_SNAPSHOT)
+        return None if error is None else f"the snapshot of its run could not be set aside: {error}"
+
+    def _write_snapshot(self, text: str) -> Exception | None:
+        """Write ``text`` under the run's snapshot key; the error if the store refused it."""
+        try:
+            self.journal._io.call(functools.partial(self.journal.storage.write, _snapshot_key(self.path), text))
+        except Exception as error:
+            self._wrote_snapshot = None
+            return error
+        self._wrote_snapshot = True
+        return None
+
+    def snapshot_in_store(self) -> bool | None:
+        """Whether the store holds a snapshot of this run, if this try knows."""
+        if self._wrote_snapshot is not False or self.numbered_new:
+            return self._wrote_snapshot
+        if self._snapshot_read is None:
+            return None
+        text, problem = _text_of(self._snapshot_read)
+        return None if problem else text is not None
+
+    def store_snapshot(self) -> None:
+        """As the run ends: store its snapshot, if it holds more than the one stored."""
+        unchanged = self._wrote_snapshot is False and self._stored == self._snapshot_entries()
+        # A run's first entry is read anyway, to number it: a snapshot of it alone saves nothing.
+        if 1 not in self._stored or len(self._stored) < 2 or unchanged:
+            return
+        entries = {str(position): text for position, text in sorted(self._stored.items())}
+        error = self._write_snapshot(_json_text({"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries}))
+        if error is not None:
+            # Only a retry's reads are at stake: it reads the run's entries one by one.
+            log.info("Durable: could not store the snapshot of run %s reason=%r", self.path, str(error))
+
+    def _recorded_entry(self, position: int) -> _Lookup:
+        """
+        The entry recorded at ``position``. Where each read is a round trip, it comes from the run's
+        snapshot, or the entries after it are read ahead, in the background: a replay claims them next.
+        """
+        text = self._snapshot_entries().get(position)
+        if text is not None:
+            self._stored[position] = text
+            return _parsed(text)
+        wanted = [position] if position not in self._ahead else []
+        if self._reads_ahead:
+            snapshot = self._snapshot_entries()
+            wanted += [
+                ahead
+                for ahead in range(position + 1, position + 1 + _READ_AHEAD)
+                if ahead not in self._ahead and ahead not in snapshot
+            ]
+        reads = self.journal._io.reads_later([f"{self.path}.{n}" for n in wanted])
+        self._ahead.update(zip(wanted, reads, strict=True))
+        text, problem = _text_of(self._ahead.pop(position))
+        if text is not None and self.snapshots:
+            self._stored[position] = text
+        found = (None, problem) if text is None else _parsed(text)
+        if found == (None, None):
+            # The recorded run ends here (but for a step that could not be recorded): read on demand.
+            self.stop_reading_ahead()
+        return found
+
+    def stop_reading_ahead(self) -> None:
+        """Drop the reads ahead not made yet; those made are kept for clean-up."""
+        self._reads_ahead = False
+        self._ahead = {position: read for position, read in self._ahead.items() if not read.cancel()}
+
+    def _diverge(self, step: JournalStep, reason: str) -> None:
+        self.stop_reading_ahead()
+        self.reads = False
+        step.reads_nested_runs = False
+        self.journal.stats.divergences.append((step.key, step.describe(), reason))
+        log.warning(
+            "Durable: run diverged; this call and every later call of run %s run live step=%s reason=%r",
+            self.path,
+            step.describe(),
+            reason,
+        )
+
+
+@dataclass
+class _Runs:
+    """The runs under one parent (the journal, or a step): those recorded, and those of this try."""
+
+    #: The first entry of each recorded run, read in number order: entries 1, 2, ... of ``recorded[n - 1]``.
+    recorded: list[_Lookup]
+    taken: set[int] = field(default_factory=set)
+    #: This try's runs under the parent that have not ended, with what their first call asked.
+    active: dict[DurableRun, tuple[str, str, str | None, str]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def indistinct(self) -> set[int]:
+        """The recorded runs that could not be told apart from another run in flight in their try."""
+        numbers: set[int] = set()
+        for number, (entry, _) in enumerate(self.recorded, start=1):
+            twins = entry.get("twins") if entry is not None else None
+            if isinstance(twins, list) and twins:
+                numbers |= {number, *(twin for twin in twins if isinstance(twin, int))}
+        return numbers

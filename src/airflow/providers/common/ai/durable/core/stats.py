@@ -1,0 +1,75 @@
+"""
+What the steps of one journal did in this try: :class:`JournalStats`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow.providers.common.ai.durable.core.entries import _NAME_THE_RUNS
+from airflow.providers.common.ai.durable.core.usage import ModelUsage, TryUsage
+
+
+@dataclass
+class JournalStats:
+    """What the steps of one journal did in this try, by kind (``"model"``, ``"tool"``, ...)."""
+
+    replayed: Counter[str] = field(default_factory=Counter)
+    ran_live: Counter[str] = field(default_factory=Counter)
+    recorded: Counter[str] = field(default_factory=Counter)
+    #: Steps that ran live but could not be recorded, each named with its position and why.
+    not_recorded: list[str] = field(default_factory=list)
+    #: Tokens the replayed steps had cost when they ran (from their recorded ``meta["tokens"]``).
+    tokens_saved: int = 0
+    #: Requests the replayed steps had cost: one for each replayed step that recorded tokens.
+    requests_saved: int = 0
+    #: The steps that ran live but could not be recorded, by kind.
+    not_recorded_kinds: Counter[str] = field(default_factory=Counter)
+    #: What the live steps used, by step name (a model's name), as they reported it with ``used``.
+    used: dict[str, ModelUsage] = field(default_factory=dict)
+    #: Each divergence of this try: the step's key, the step, and why it did not line up.
+    divergences: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Each decision on tool calls that needed approval, with who gave it ("issue_refund approved by alice").
+    approvals: list[str] = field(default_factory=list)
+    #: Runs that ran live because they could not be told apart from another run asking the same (R-51).
+    indistinct_runs: int = 0
+
+    def usage(self) -> TryUsage:
+        """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
+        return TryUsage(
+            models={name: dataclasses.replace(usage) for name, usage in self.used.items()},
+            saved_requests=self.requests_saved,
+            saved_tokens=self.tokens_saved,
+            replayed=dict(+self.replayed),
+            live=dict(+self.ran_live),
+            not_recorded=dict(+self.not_recorded_kinds),
+        )
+
+    def _count_saved(self, meta: dict[str, Any], sign: int = 1) -> None:
+        tokens = meta.get("tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            self.tokens_saved += sign * tokens
+            self.requests_saved += sign
+
+    def summary(self) -> str:
+        def by_kind(counter: Counter[str]) -> str:
+            total = sum(counter.values())
+            kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(counter.items()))
+            return f"{total} ({kinds})" if kinds else "0"
+
+        not_recorded = len(self.not_recorded)
+        named = f" ({'; '.join(self.not_recorded)})" if not_recorded else ""
+        approvals = f", approvals: {'; '.join(self.approvals)}" if self.approvals else ""
+        indistinct = (
+            f", {self.indistinct_runs} runs ran live that ask the same as another run in flight: {_NAME_THE_RUNS}"
+            if self.indistinct_runs
+            else ""
+        )
+        return (
+            f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}, "
+            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{approvals}"
+            f"{indistinct}"
+        )

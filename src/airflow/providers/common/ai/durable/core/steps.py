@@ -1,0 +1,240 @@
+"""
+One call at one position of a run, replayed or live: :class:`JournalStep`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.durable.core.entries import (
+    _DISCARDED,
+    _DONE,
+    _FAILED,
+    _IN_FLIGHT,
+    _MASKED,
+    FORMAT_VERSION,
+)
+from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
+from airflow.providers.common.ai.durable.core.masking import masked, masked_text
+from airflow.providers.common.ai.durable.core.scope import _running_step
+from airflow.providers.common.ai.durable.core.usage import ModelUsage
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.durable.core.runs import DurableRun
+
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+
+
+class JournalStep:
+    """
+    One call at one position of a run: replayed (``replayed`` and ``result`` are set) or live.
+
+    A live step is recorded with :meth:`record` when it completes, or marked failed with
+    :meth:`fail`; code that may start agent runs of its own, or ask for an idempotency key, runs
+    inside :meth:`running`.
+    """
+
+    def __init__(
+        self,
+        run: DurableRun,
+        position: int,
+        kind: str,
+        name: str,
+        fingerprint: str | None,
+        parts: dict[str, Any] | None = None,
+    ) -> None:
+        self.run = run
+        self.position = position
+        self.key = f"{run.path}.{position}"
+        self.kind = kind
+        self.name = name
+        self.fingerprint = fingerprint
+        #: Digests of each part of what the call asks, to name what changed when it diverges.
+        self.parts = parts
+        #: The digest of the step before this one in its run (of the parent step for a nested run's first).
+        self.follows = run.follows
+        self.digest = hashlib.sha256(f"{self.follows}\0{kind}\0{name}\0{fingerprint}".encode()).hexdigest()
+        self.replayed = False
+        #: The recorded result, when replayed.
+        self.result: Any = None
+        #: What was recorded beside the result, when replayed.
+        self.meta: dict[str, Any] = {}
+        #: What this try recorded for this live step (masked), once it did.
+        self.recorded: Any = None
+        #: An earlier try started this very call and never finished it.
+        self.interrupted = False
+        #: The journal was read at this step's position and held nothing there.
+        self.nothing_recorded = False
+        # Whether runs started inside this step may replay their own entries: not once the run
+        # has diverged, since what was recorded under a different call is stale.
+        self.reads_nested_runs = run.reads
+        # Whether this try wrote a mark (in flight, started) that a result or a failure must replace.
+        self._marked = False
+        # Why this call, though it returned, did not complete and must not be recorded.
+        self._incomplete: str | None = None
+        #: Why this live step failed, once it did: it is not recorded and runs again next try.
+        self.failure: str | None = None
+        self._finished = False
+        # Whether this replayed step is counted in the try's summary (see handed_out), and when.
+        self._counted = False
+        self._counted_when_handed_out = False
+        # The tokens this live call reported with used(), recorded with its result.
+        self._tokens: int | None = None
+
+    def take_recorded_fingerprint(self, recorded: Any) -> None:
+        """
+        Take ``recorded`` as this step's fingerprint when it is this call's under an older key of
+        ``[core] fernet_key`` (a rotation put a new key in front), so that the steps after it follow
+        the chain that was recorded.
+        """
+        form = recorded_form(recorded, self.fingerprint)
+        if form is None or form == self.fingerprint:
+            return
+        self.fingerprint = form
+        self.digest = hashlib.sha256(f"{self.follows}\0{self.kind}\0{self.name}\0{form}".encode()).hexdigest()
+        self.run.follows = self.digest
+
+    @property
+    def idempotency_key(self) -> str:
+        """The same string on every try for this task instance, run and position."""
+        identity = f"{self.run.journal.storage.identity}\0{self.key}"
+        return f"durable-{hashlib.sha256(identity.encode()).hexdigest()[:32]}"
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name!r} at {self.key}"
+
+    @contextlib.contextmanager
+    def running(self, *, mark_in_flight: bool = False) -> Iterator[JournalStep]:
+        """
+        Run the live call of this step inside this block.
+
+        With ``mark_in_flight``, the step is written as started first, so a try that dies during
+        the call leaves the next try a record that this call was interrupted. An exception out of
+        the block marks the step failed; a ``BaseException`` that is not an ``Exception`` (a task
+        timeout, a cancellation) leaves it marked in flight.
+        """
+        if mark_in_flight:
+            self._mark(_IN_FLIGHT, "in-flight mark")
+        token = _running_step.set(self)
+        try:
+            yield self
+        except Exception as error:
+            self.fail(f"it raised {type(error).__name__}")
+            raise
+        except BaseException:
+            # Cut off (the task's timeout, a cancellation, the process exiting): the call may have
+            # done its work, so its in-flight mark stays and the next try warns with its key.
+            self._finish()
+            raise
+        finally:
+            _running_step.reset(token)
+
+    def record(self, result: Any, *, meta: dict[str, Any] | None = None) -> bool:
+        """
+        Record the result of this live step, masked; return whether a next try can replay it.
+
+        A result that is not JSON, or a write the store refuses, is logged and named in the
+        summary: the step runs again on the next try and nothing recorded before is touched. A
+        result that held a secret is stored masked and runs live again: a replay must never hand
+        on ``***`` in place of the secret. The write may still be on its way to the store (see
+        :meth:`DurableJournal.settle`); a store that refuses it then is reported as above.
+        """
+        if self._incomplete is not None:
+            self.fail(self._incomplete)
+            return False
+        self._finish()
+        stored, held_a_secret = masked(result)
+        state = _MASKED if held_a_secret else _DONE
+        meta = {**({"tokens": self._tokens} if self._tokens is not None else {}), **(meta or {})}
+        written = self.run.journal._write(self, self._entry(state, result=stored, meta=meta), what="result")
+        if written:
+            self.recorded = stored
+        if written and held_a_secret:
+            self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
+        return written and not held_a_secret
+
+    def used(self, *, requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> None:
+        """
+        Count what this live call used (a model call's requests and tokens) in the try's usage; its
+        tokens are recorded with its result, so that a replay knows what it saved.
+        """
+        usage = self.run.journal.stats.used.setdefault(self.name, ModelUsage())
+        usage.add(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
+        self._tokens = total_tokens
+
+    def keep_live(self, reason: str) -> None:
+        """This call will return without having completed (a run it started stopped): never record it."""
+        self._incomplete = reason
+
+    def not_recordable(self, reason: str) -> None:
+        """This live step completed, but its result cannot be recorded: it runs again next try."""
+        self._finish()
+        self.run.journal._not_recorded(self, "result", reason)
+        self._mark(_FAILED, "failure mark")
+
+    def fail(self, reason: str = "it failed") -> None:
+        """Mark this live step failed: it is not recorded and runs again on the next try."""
+        if self._finished:
+            return
+        self._finish()
+        self.failure = reason
+        log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
+        self._mark(_FAILED, "failure mark")
+
+    def handed_out(self) -> None:
+        """Count this replayed step in the try's summary and usage: its recorded result was used."""
+        if self.replayed and not self._counted:
+            self._counted = True
+            self.run.journal.stats.replayed[self.kind] += 1
+            self.run.journal.stats._count_saved(self.meta)
+
+    def refuse_replay(self, reason: str) -> None:
+        """
+        The recorded result can no longer be used (for example its types no longer load): this
+        step runs live, and so does every later step of its run.
+        """
+        if self._counted:
+            stats = self.run.journal.stats
+            stats.replayed[self.kind] -= 1
+            stats.replayed += Counter()  # drops the kind if nothing of it replayed
+            stats._count_saved(self.meta, sign=-1)
+        self.replayed, self.result, self.meta, self._counted = False, None, {}, False
+        self.run._diverge(self, reason)
+
+    def discard(self, reason: str) -> None:
+        """
+        Keep the next try from replaying this step's recorded entry, for example a model answer
+        that made the run fail and would fail it the same way again.
+        """
+        log.info("Durable: the next try runs this call live again step=%s reason=%r", self.describe(), reason)
+        self.run.journal._write(self, self._entry(_DISCARDED), what="discard mark")
+
+    def _mark(self, state: str, what: str) -> None:
+        # A failure only replaces a mark this try wrote: with none, the next try runs it live anyway.
+        if state == _FAILED and not self._marked:
+            return
+        self._marked = self.run.journal._write(self, self._entry(state), what=what) or self._marked
+
+    def _finish(self) -> None:
+        self._finished = True
+        self.run.journal.stats.ran_live[self.kind] += 1
+
+    def _entry(self, state: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "kind": self.kind,
+            # A name that holds a secret is stored masked: it then matches no call and runs live.
+            "name": masked_text(self.name),
+            "fingerprint": self.fingerprint,
+            "follows": self.follows,
+            "state": state,
+            **({"parts": self.parts} if self.parts is not None else {}),
+            **({"twins": sorted(self.run.twins)} if self.position == 1 and self.run.twins else {}),
+            **fields,
+        }

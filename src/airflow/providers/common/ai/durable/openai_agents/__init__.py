@@ -1,0 +1,191 @@
+"""
+OpenAI Agents SDK runs, journaled: :func:`run_durably` and :func:`run_durably_sync`.
+
+They take the arguments of ``Runner.run`` and ``Runner.run_sync``. Inside a running Airflow task
+every model call and every function-tool call of the run is recorded in the task instance's
+journal when it completes; on a retry the calls the failed try completed return their recorded
+results, and only the rest reach the model or run. This package is the only one that knows the SDK:
+the run's SDK side in ``_agent_run``, the model in ``_model``, function tools in ``_tools``, MCP
+in ``_mcp``, sessions in ``_sessions``, tool outputs in ``_tool_output``, and every private name
+of the SDK it uses in ``_sdk_private``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import current_journal, running_step
+
+try:
+    from agents import (
+        Agent,
+        MaxTurnsExceeded,
+        Runner,
+        RunResult,
+        RunResultStreaming,
+    )
+    from agents.run import AgentRunner
+except ImportError as error:  # pragma: no cover - openai-agents is a dependency
+    from airflow.exceptions import AirflowOptionalProviderFeatureException
+
+    raise AirflowOptionalProviderFeatureException(
+        "Durable agent runs need the OpenAI Agents SDK: pip install openai-agents"
+    ) from error
+
+from airflow.providers.common.ai.durable.openai_agents._agent_run import _journaled
+from airflow.providers.common.ai.durable.openai_agents._model import (
+    SERVER_SIDE_CONVERSATION_OPTIONS,
+    _DurableModelProvider,
+)
+from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
+    close_runner_owned_model_provider,
+    ensure_model_provider_cleanup,
+)
+from airflow.providers.common.ai.durable.openai_agents._sessions import _rewind_session
+from airflow.providers.common.ai.durable.openai_agents._tools import current_idempotency_key
+
+log = logging.getLogger(__name__)
+
+
+async def _run(
+    journal: DurableJournal | None, durable_key: str | None, agent: Agent, input: Any, kwargs: dict[str, Any]
+) -> RunResult:
+    with _journaled(journal, durable_key, kwargs, input) as (kwargs, durable):
+        provider = getattr(kwargs.get("run_config"), "model_provider", None)
+        if durable is not None and (session := kwargs.get("session")) is not None:
+            await _rewind_session(session, durable.run, input, kwargs["run_config"])
+        try:
+            result = await Runner.run(agent, input, **kwargs)
+            if durable is not None:
+                result = await durable.continued_past_approvals(agent, result, kwargs)
+        finally:
+            if isinstance(provider, _DurableModelProvider) and provider.owned:
+                # The SDK would have created and closed this provider itself: closed as it does.
+                await close_runner_owned_model_provider(provider.wrapped)
+    parent = running_step()
+    if journal is not None and result.interruptions and parent is not None and parent.run.journal is journal:
+        parent.keep_live("a run it started stopped for an approval, so the call did not complete")
+    return result
+
+
+def _checked(durable_key: Any) -> str | None:
+    if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
+        raise ValueError(
+            f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
+        )
+    return durable_key
+
+
+async def run_durably(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
+    """
+    ``Runner.run(agent, input, **kwargs)``, journaled in the running task instance's journal.
+
+    On a retry the model and function-tool calls the failed try completed return their recorded
+    results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Inside one,
+    refuses ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
+    ``ValueError``. With a ``session``, a retry first removes from the session what the failed
+    try added to it, so the session holds the conversation once.
+
+    A run is matched to its recorded run by what its first model call asks. Runs that ask the
+    same and start concurrently (``asyncio.gather``, a thread pool) are told apart by
+    ``durable_key``: a string that names the run, the same on every try (``durable_key="alice"``).
+    """
+    durable_key = _checked(durable_key)
+    # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
+    journal = await asyncio.to_thread(current_journal)
+    return await _run(journal, durable_key, agent, input, kwargs)
+
+
+class _DurableRunner(AgentRunner):
+    """The SDK's runner, whose ``run_sync`` drives the journaled run: its loop, cancellation and errors."""
+
+    def __init__(self, journal: DurableJournal | None, durable_key: str | None) -> None:
+        self.journal = journal
+        self.durable_key = durable_key
+
+    async def run(self, starting_agent: Agent, input: Any, **kwargs: Any) -> RunResult:
+        return await _run(self.journal, self.durable_key, starting_agent, input, kwargs)
+
+
+def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
+    """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
+    durable_key = _checked(durable_key)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
+        journal = current_journal()
+    else:
+        journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
+    if journal is None:
+        return Runner.run_sync(agent, input, **kwargs)
+    return _DurableRunner(journal, durable_key).run_sync(agent, input, **kwargs)
+
+
+def _off_the_loop(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in a thread of its own, in this context: the running event loop must not run it."""
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(context.run, function, *args).result()
+
+
+def run_durably_streamed(
+    agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any
+) -> RunResultStreaming:
+    """
+    ``Runner.run_streamed(agent, input, **kwargs)``, journaled as :func:`run_durably` is.
+
+    Each model call is recorded when its stream completes. On a retry a replayed call passes on
+    its recorded answer as one ``response.completed`` event: ``stream_events()`` yields the same
+    run-item events (messages, tool calls, tool outputs, handoffs), but not the raw token deltas of
+    replayed calls. A stream cut off mid-call was never recorded, and runs again.
+    """
+    durable_key = _checked(durable_key)
+    # Bound, and a session put back, off the event loop: a storage's set-up may run an event loop
+    # of its own (s3fs does), and the run must not start before the session is back.
+    journal = _off_the_loop(current_journal)
+    if journal is None:
+        return Runner.run_streamed(agent, input, **kwargs)
+    run = contextlib.ExitStack()
+    try:
+        kwargs, durable = run.enter_context(_journaled(journal, durable_key, kwargs, input))
+        if durable is not None and (session := kwargs.get("session")) is not None:
+            _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input, kwargs["run_config"]))
+        result = Runner.run_streamed(agent, input, **kwargs)
+    except BaseException:
+        run.__exit__(*sys.exc_info())  # _journaled records what the error means; it never swallows it
+        raise
+    provider = getattr(kwargs.get("run_config"), "model_provider", None)
+    if isinstance(provider, _DurableModelProvider) and provider.owned:
+        # The SDK would have created this provider, and closed it when the stream's run ends.
+        ensure_model_provider_cleanup(result, lambda: close_runner_owned_model_provider(provider.wrapped))
+
+    def ended(_task: asyncio.Task[Any]) -> None:
+        error = result.run_loop_exception
+        if error is None and result.max_turns is not None and result.current_turn > result.max_turns:
+            error = MaxTurnsExceeded(f"Max turns ({result.max_turns}) exceeded")
+        if error is None:
+            run.close()
+        else:
+            run.__exit__(type(error), error, error.__traceback__)
+
+    assert result.run_loop_task is not None  # set by run_streamed
+    result.run_loop_task.add_done_callback(ended)
+    return result
+
+
+__all__ = [
+    "SERVER_SIDE_CONVERSATION_OPTIONS",
+    "current_idempotency_key",
+    "run_durably",
+    "run_durably_streamed",
+    "run_durably_sync",
+]

@@ -1,0 +1,426 @@
+"""
+The SDK side of one journaled ``Runner.run``: the run hooks that send each model call and
+function-tool call through the journal, the SDK's interruptions turned into approval requests,
+and the arguments a journaled run runs with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeGuard
+
+from agents import (
+    Agent,
+    FunctionTool,
+    MaxTurnsExceeded,
+    Model,
+    ModelBehaviorError,
+    ModelRefusalError,
+    ModelResponse,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    Runner,
+    RunResult,
+    ToolInputGuardrailTripwireTriggered,
+    ToolOutputGuardrailTripwireTriggered,
+    Usage,
+)
+from agents.run_state import RunState
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputItemDoneEvent,
+)
+from pydantic import ValidationError
+
+from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
+from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.runs import DurableRun
+from airflow.providers.common.ai.durable.core.scope import running_step
+from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.openai_agents._mcp import (
+    custom_data_to_record,
+    install_mcp_hooks,
+    restore_custom_data,
+)
+from airflow.providers.common.ai.durable.openai_agents._model import (
+    _RESPONSES,
+    _as_the_client_built_it,
+    _completed_event,
+    _DurableModel,
+    _DurableModelProvider,
+    _model_name,
+    _refuse_server_side_conversation,
+    _request,
+)
+from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
+    declared_output_adapter,
+    install_run_hooks,
+    invocation_result,
+    nested_agent_run_was_interrupted,
+    raised_checking_arguments,
+)
+from airflow.providers.common.ai.durable.openai_agents._tool_output import (
+    ToolOutputNotRecordable,
+    decode_tool_output,
+    encode_tool_output,
+)
+from airflow.providers.common.ai.durable.openai_agents._tools import _TOOL_FAILURE, _handled_failures, _note_failure
+
+# The logger of the module this code was in before the layout moved it: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents")
+
+# Failures caused by the model's answers: replaying those answers would fail the same way (R-15).
+_ANSWER_FAILURES = (
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    ModelRefusalError,
+    OutputGuardrailTripwireTriggered,
+    ToolInputGuardrailTripwireTriggered,
+)
+
+
+async def _after_earlier_writes(step: JournalStep) -> None:
+    """
+    Wait, off the event loop, until every entry written so far is in the store: the request about
+    to be sent may carry a tool's result, and a try killed once it is sent must not run that tool again.
+    """
+    journal = step.run.journal
+    if journal.has_pending_writes():
+        await asyncio.to_thread(journal.settle)
+
+
+def _progress(step: JournalStep) -> None:
+    # Each step as it completes, so that a long agent's task log shows how far it got (R-38).
+    if step.failure is not None:
+        log.info("Durable: %s ran live and failed, so it runs again next try reason=%r", step.describe(), step.failure)
+    else:
+        log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
+
+
+def _durable_run_of(run_config: Any) -> _DurableAgentRun | None:
+    provider = getattr(run_config, "model_provider", None)
+    return provider.durable if isinstance(provider, _DurableModelProvider) else None
+
+
+def _resolved_model(model: Model, run_config: Any) -> Model:
+    """The model the SDK resolved for a turn: the durable one in a journaled run."""
+    durable = _durable_run_of(run_config)
+    return durable.model(model) if durable is not None and not isinstance(model, _DurableModel) else model
+
+
+async def _invoked_tool(invoke: Callable[..., Awaitable[Any]], **call: Any) -> Any:
+    """The SDK's invocation of a function tool: through the journal in a journaled run."""
+    durable = _durable_run_of(getattr(call["context"], "run_config", None))
+    if durable is None or not _is_journaled(call["function_tool"]):
+        return await invoke(**call)
+    return await durable.tool_invocation(lambda: invoke(**call), call["function_tool"], call["context"])
+
+
+def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
+    # Function tools and the FunctionTools the SDK makes of MCP tools. Hosted tools are replayed
+    # inside their model call's answer; shell and computer tools act on a machine the journal
+    # cannot see. A needs_approval function is the SDK's to call, live on every try.
+    return isinstance(tool, FunctionTool)
+
+
+class _DurableAgentRun:
+    """
+    The SDK side of one journaled ``Runner.run``: its run config carries a durable model provider,
+    by which the run hooks (``_sdk_private.install_run_hooks``) find it to journal each model call
+    and function-tool call. The user's agents and tools are never copied.
+    """
+
+    def __init__(self, run: DurableRun) -> None:
+        self.run = run
+        self._models: dict[int, _DurableModel] = {}
+        # Tool steps of the latest model answer, claimed in the model's order, by call id.
+        self._tool_steps: dict[str, JournalStep] = {}
+        # The model step whose call raised: the SDK's own retry of it keeps its position.
+        self._failed_model_step: JournalStep | None = None
+        # The fingerprints and part digests of the run's model calls, each input item digested once.
+        self._model_calls = ModelCalls()
+        # The journaled tools of the latest answer by name, and the steps of its calls that ran.
+        self._answer_tools: dict[str, FunctionTool] = {}
+        self._answer_tool_steps: list[JournalStep] = []
+
+    def model(self, model: Model) -> _DurableModel:
+        """The durable wrapper of ``model`` (the same one on every turn of the run)."""
+        if (wrapper := self._models.get(id(model))) is None:
+            wrapper = self._models[id(model)] = _DurableModel(model, _model_name(model), self)
+        return wrapper
+
+    def run_config(self, run_config: RunConfig | dict[str, Any] | None) -> RunConfig:
+        """A copy of ``run_config`` whose model provider is durable: the mark of this run."""
+        owned = run_config is None or (isinstance(run_config, dict) and "model_provider" not in run_config)
+        if not isinstance(run_config, RunConfig):
+            run_config = RunConfig(**(run_config or {}))
+        provider = _DurableModelProvider(run_config.model_provider, self, owned=owned)
+        return dataclasses.replace(run_config, model_provider=provider)
+
+    def _is_inside_a_call(self) -> bool:
+        # A model called while one of this run's tools runs belongs to that tool's own agent run
+        # (Agent.as_tool() passes its run config on): the tool is the one journaled call.
+        step = running_step()
+        return step is not None and step.run is self.run
+
+    async def model_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
+        if self._is_inside_a_call():
+            return await model.get_response(**call)
+        step = self._model_step(name, call)
+        response = self._replayed_response(step) if step.replayed else None
+        if response is None:
+            await _after_earlier_writes(step)
+            try:
+                response = await model.get_response(**call)
+            except BaseException:
+                self._failed_model_step = step
+                raise
+            self._record_response(step, response)
+        self._answered(step, response, call["tools"])
+        return response
+
+    async def streamed_response(self, model: Model, name: str, call: dict[str, Any]) -> AsyncIterator[Any]:
+        """
+        A streamed model call: a replayed one is its recorded answer as one ``response.completed``
+        event (no deltas); a live one is recorded when its stream completes, before the event that
+        completes it is passed on. A stream cut off before that is not recorded: it runs again.
+        """
+        if self._is_inside_a_call():
+            async for event in model.stream_response(**call):
+                yield event
+            return
+        step = self._model_step(name, call)
+        response = self._replayed_response(step) if step.replayed else None
+        if response is not None:
+            self._answered(step, response, call["tools"])
+            yield _completed_event(response, name)
+            return
+        done_items: list[Any] = []
+        await _after_earlier_writes(step)
+        try:
+            async for event in model.stream_response(**call):
+                if isinstance(event, ResponseOutputItemDoneEvent):
+                    done_items.append(event.item)
+                elif isinstance(event, ResponseCompletedEvent):
+                    # What the SDK's run loop makes of it: the streamed items if the event has none.
+                    completed = event.response
+                    usage = completed.usage
+                    response = ModelResponse(
+                        output=list(completed.output or done_items),
+                        usage=Usage(
+                            requests=1,
+                            input_tokens=usage.input_tokens,
+                            output_tokens=usage.output_tokens,
+                            total_tokens=usage.total_tokens,
+                        )
+                        if usage
+                        else Usage(requests=1),
+                        response_id=completed.id,
+                    )
+                    self._record_response(step, response)
+                    self._answered(step, response, call["tools"])
+                yield event
+        except Exception:
+            self._failed_model_step = step
+            raise
+
+    def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
+        fingerprinted, parts = self._model_calls.fingerprint_and_parts(_request(name, call), what=f"model {name!r}")
+        step = self._failed_model_step
+        if step is None or step.fingerprint != fingerprinted or fingerprinted is None:
+            step = self.run.claim("model", name, fingerprinted, parts=parts)
+        self._failed_model_step = None
+        return step
+
+    @staticmethod
+    def _record_response(step: JournalStep, response: ModelResponse) -> None:
+        usage = response.usage
+        step.used(
+            requests=usage.requests,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+        )
+        try:
+            recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+        except (ValueError, TypeError, RecursionError) as error:
+            step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
+        else:
+            step.record(recorded)
+
+    @staticmethod
+    def _replayed_response(step: JournalStep) -> ModelResponse | None:
+        recorded: ModelResponse | None
+        try:
+            recorded = _RESPONSES.validate_python(step.result)
+        except ValidationError as error:
+            recorded = _as_the_client_built_it(step.result)
+            if recorded is None:
+                step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
+                return None
+        return dataclasses.replace(recorded, usage=Usage())
+
+    def _answered(self, step: JournalStep, response: ModelResponse, tools: list[Any]) -> None:
+        _progress(step)
+        self._claim_tool_calls(response, tools)
+
+    def _claim_tool_calls(self, response: ModelResponse, tools: list[Any]) -> None:
+        """Claim the journaled tool calls of an answer in the order the model listed them."""
+        journaled = {tool.name for tool in tools if _is_journaled(tool)}
+        calls = [
+            item for item in response.output if isinstance(item, ResponseFunctionToolCall) and item.name in journaled
+        ]
+        # Two calls under one id cannot be told apart on the retry: they run live.
+        repeated = {call_id for call_id, n in Counter(call.call_id for call in calls).items() if n > 1}
+        self._answer_tools = {tool.name: tool for tool in tools if tool.name in journaled}
+        self._answer_tool_steps = []
+        self._tool_steps = {
+            call.call_id: self.run.claim(
+                "tool",
+                call.name,
+                fingerprint(
+                    {"name": call.name, "arguments": call.arguments, "call_id": call.call_id},
+                    what=f"tool {call.name!r}",
+                ),
+                parts=tool_call_parts(call.name, call.arguments, call.call_id),
+                # The SDK may not make a call it was asked for (it stops for an approval first).
+                counted_when_handed_out=True,
+            )
+            for call in calls
+            if call.call_id not in repeated
+        }
+
+    async def tool_invocation(self, invoke: Callable[[], Awaitable[Any]], tool: FunctionTool, context: Any) -> Any:
+        """The SDK's invocation of ``tool`` for one call: replayed, or run and recorded."""
+        step = None if self._is_inside_a_call() else self._tool_steps.pop(context.tool_call_id, None)
+        if step is None:
+            return await invoke()
+        self._answer_tool_steps.append(step)
+        declared = declared_output_adapter(tool)
+        if step.replayed:
+            try:
+                replayed = invocation_result(decode_tool_output(step.result, declared))
+                restore_custom_data(context, step.result)
+            except ValueError as error:
+                step.refuse_replay(f"the recorded output no longer loads: {error}")
+            else:
+                step.handed_out()
+                _progress(step)
+                return replayed
+        failures: list[BaseException] = []
+        token = _handled_failures.set(failures)
+        try:
+            with step.running(mark_in_flight=True):
+                result = await invoke()
+        except ModelBehaviorError as error:
+            # Raised by the tool's own code, it is the tool's failure: the answer that asked for it
+            # still replays. Raised checking the answer's arguments, it is the model's (R-53).
+            if not raised_checking_arguments(error):
+                setattr(error, _TOOL_FAILURE, True)
+            raise
+        finally:
+            _handled_failures.reset(token)
+        if failures or result.is_sdk_generated_error:
+            step.fail("the SDK passed the tool's failure to the model as text")
+        elif nested_agent_run_was_interrupted(context):
+            step.fail("the agent it runs as a tool stopped for an approval, so the call did not complete")
+        else:
+            try:
+                step.record({**encode_tool_output(result.output, declared), **custom_data_to_record(context)})
+            except ToolOutputNotRecordable as error:
+                step.not_recordable(str(error))
+        _progress(step)
+        return result
+
+    def discard_tool_outputs(self, error: ToolOutputGuardrailTripwireTriggered) -> None:
+        """
+        After a tool's output tripped its guardrail, make the next try run that tool again: its
+        recorded output would trip it the same way. The error does not say which call tripped, so
+        every call of the latest answer to a tool with that guardrail runs again.
+        """
+        for step in self._answer_tool_steps:
+            tool = self._answer_tools.get(step.name)
+            if tool is not None and error.guardrail in (tool.tool_output_guardrails or []):
+                step.discard(f"its output tripped the tool output guardrail {error.guardrail.get_name()!r}")
+
+    async def continued_past_approvals(self, agent: Agent, result: RunResult, kwargs: dict[str, Any]) -> RunResult:
+        """
+        The run continued, as a continuation of this journaled run, past each stop for approvals
+        that the approval desk of this task (``approvals.approval_desk``) has a decision for; the
+        result as the SDK returned it at the first stop it has none for (or without a desk).
+        """
+        desk = approval_desk()
+        while desk is not None and result.interruptions:
+            items = result.interruptions
+            decisions = desk.decide(self.run, [_approval_request(item) for item in items])
+            if decisions is None:
+                break
+            state = result.to_state()
+            for item, decision in zip(items, decisions, strict=True):
+                if decision.approved:
+                    state.approve(item)
+                else:
+                    state.reject(item)
+            # The state carries the run's context and max_turns; the run config is this run's.
+            resumed = {key: value for key, value in kwargs.items() if key not in ("context", "max_turns")}
+            result = await Runner.run(agent, state, **resumed)
+        return result
+
+    def discard_last_answer(self, error: BaseException) -> None:
+        """After a failure caused by the model's answers, make the next try ask the model again."""
+        if getattr(error, _TOOL_FAILURE, False):
+            return
+        answers = [step for step in self.run.steps if step.kind == "model"]
+        if answers:
+            answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+def _approval_request(item: Any) -> ApprovalRequest:
+    raw = item.raw_item
+    arguments = raw.get("arguments") if isinstance(raw, dict) else getattr(raw, "arguments", None)
+    call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    return ApprovalRequest(
+        agent=item.agent.name,
+        tool=str(item.tool_name or type(raw).__name__),
+        arguments=arguments if isinstance(arguments, str) else repr(arguments),
+        call_id=str(call_id),
+    )
+
+
+install_run_hooks(_resolved_model, _invoked_tool, _note_failure)
+install_mcp_hooks(_note_failure)
+
+
+@contextlib.contextmanager
+def _journaled(
+    journal: DurableJournal | None, durable_key: str | None, kwargs: dict[str, Any], input: Any
+) -> Iterator[tuple[dict[str, Any], _DurableAgentRun | None]]:
+    """The ``Runner.run`` arguments to run, and the journaled run: durable inside a task, the user's outside."""
+    if journal is None:
+        yield kwargs, None
+        return
+    _refuse_server_side_conversation(kwargs)
+    if isinstance(input, RunState):
+        log.warning(
+            "Durable: this run is not journaled and runs live on every try: a resumed RunState carries its own history"
+        )
+        yield kwargs, None
+        return
+    with journal.run(key=durable_key) as run:
+        durable = _DurableAgentRun(run)
+        try:
+            yield {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}, durable
+        except _ANSWER_FAILURES as error:
+            durable.discard_last_answer(error)
+            raise
+        except ToolOutputGuardrailTripwireTriggered as error:
+            durable.discard_tool_outputs(error)
+            raise
