@@ -1,4 +1,4 @@
-"""The package refuses, at import, an Airflow older than the versions it supports (3.2+)."""
+"""The package refuses, at import, an Airflow line it cannot run on, with the reason (R-55)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,35 @@ def reload_with(monkeypatch):
     importlib.reload(package)  # the module as the installed Airflow leaves it
 
 
-@pytest.mark.parametrize("version", ["3.1.9", "3.1.0+astro.1", "3.0.6", "2.11.0"])
-def test_an_older_airflow_is_refused_naming_the_supported_versions(reload_with, version):
+def _refused(reload_with, version: str) -> str:
     with pytest.raises(RuntimeError) as refused:
         reload_with(version)
-    assert str(refused.value) == (
-        f"The package `apache-airflow-providers-common-ai:{package.__version__}` needs Apache Airflow "
-        f"3.2.0+ (it supports Airflow 3.2 and 3.3), not {version}"
+    message = str(refused.value)
+    assert message.startswith(
+        f"The package `apache-airflow-providers-common-ai:{package.__version__}` cannot run on Apache Airflow "
+        f"{version}: "
     )
+    assert message.endswith("It supports Airflow 2.11, 3.2 and 3.3+; install one of those.")
+    return message
 
 
-# A pre-release of 3.2.0 counts as 3.2.0 (its base version), as Airflow's own providers count it.
-@pytest.mark.parametrize("version", ["3.2.0", "3.2.0b1", "3.2.0.dev0", "3.2.2", "3.3.2", "3.4.0.dev0", "4.0.0"])
+@pytest.mark.parametrize("version", ["2.10.5", "2.11.0b1", "1.10.15"])
+def test_an_airflow_older_than_2_11_is_refused_naming_the_minimum(reload_with, version):
+    assert "it needs Apache Airflow 2.11.0+" in _refused(reload_with, version)
+
+
+@pytest.mark.parametrize("version", ["3.0.0", "3.0.6", "3.1.0", "3.1.0+astro.1", "3.1.8", "3.1.9"])
+def test_airflow_3_0_and_3_1_are_refused_with_the_reason(reload_with, version):
+    message = _refused(reload_with, version)
+    assert "openai-agents 0.24 requires starlette>=1.3.1" in message
+    assert "HTTP 422" in message
+    if version.startswith("3.1"):
+        assert "fastapi<0.118" in message
+
+
+# A pre-release counts as its base version, as Airflow's own providers count it.
+@pytest.mark.parametrize(
+    "version", ["2.11.0", "2.11.2", "2.12.0.dev0", "3.2.0", "3.2.0b1", "3.2.2", "3.3.2", "3.4.0.dev0", "4.0.0"]
+)
 def test_a_supported_airflow_imports(reload_with, version):
-    assert reload_with(version).MIN_AIRFLOW_VERSION == "3.2.0"
+    assert reload_with(version).MIN_AIRFLOW_VERSION == "2.11.0"

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from agents import Agent, function_tool
-from airflow.sdk import dag, get_current_context, task
+from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agents import Agent, function_tool
-from airflow.sdk import dag, get_current_context
+from airflow.providers.common.compat.sdk import dag, get_current_context
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
 

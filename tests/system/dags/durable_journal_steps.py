@@ -12,7 +12,7 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
 from airflow.providers.common.ai.durable.journal import current_journal
 

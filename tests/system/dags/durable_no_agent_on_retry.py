@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)

@@ -16,7 +16,7 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
 
 def note_the_bucket_and_build_the_agent(task_id: str):

@@ -12,8 +12,7 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.providers.common.compat.sdk import AirflowSkipException, dag, get_current_context, task
 
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)

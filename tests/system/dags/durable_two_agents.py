@@ -11,7 +11,7 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import dag, task
+from airflow.providers.common.compat.sdk import dag, task
 
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)

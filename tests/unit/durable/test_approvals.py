@@ -15,6 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+
+if not AIRFLOW_V_3_2_PLUS:
+    pytest.skip("approvals need Airflow's human-in-the-loop (3.2+)", allow_module_level=True)
+
 import tries
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call

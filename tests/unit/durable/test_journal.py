@@ -293,7 +293,7 @@ def test_a_discarded_entry_runs_live_on_the_next_try():
 
 
 def test_recorded_results_pass_through_the_secret_masker():
-    from airflow.sdk._shared.secrets_masker import mask_secret
+    from airflow.providers.common.compat.sdk import mask_secret
 
     mask_secret("hunter2-connection-password")
     storage = InMemoryStorage()

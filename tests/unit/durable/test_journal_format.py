@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, function_call
-from airflow.sdk.exceptions import AirflowTaskTimeout
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout
 from golden.scenarios import CHART, FERNET_KEY, INVOICE, LEDGER, SCENARIOS, SCENARIOS_BY_NAME, Try
 
 from airflow.providers.common.ai.durable.fingerprint import fingerprint, fingerprint_key

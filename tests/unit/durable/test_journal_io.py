@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
-from airflow.sdk.exceptions import AirflowTaskTerminated
 from tries import Task
 
 from airflow.providers.common.ai.durable.airflow import task_state_store
+
+try:
+    from airflow.sdk.exceptions import AirflowTaskTerminated
+except ImportError:  # Airflow 2.11
+    from airflow.exceptions import AirflowTaskTerminated
 from airflow.providers.common.ai.durable.core.journal_io import JournalIO
 from airflow.providers.common.ai.durable.encryption import EncryptedStorage, UndecryptableTextError
 from airflow.providers.common.ai.durable.journal import DurableJournal
@@ -260,8 +264,7 @@ def test_concurrent_runs_of_one_journal_share_its_io_thread_and_keep_their_entri
 
 def test_the_task_state_store_of_dag_test_is_called_from_the_task_s_own_thread(monkeypatch):
     # dag.test() answers the store in this process, through one queue that is not safe across threads.
-    from airflow.sdk.execution_time import task_runner
-
+    task_runner = pytest.importorskip("airflow.sdk.execution_time.task_runner", reason="Airflow 3's task runner")
     in_process = type("InProcessSupervisorComms", (), {})()
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", in_process, raising=False)
     assert TaskStateStoreStorage(object(), "t").calls_in_background is False

@@ -411,7 +411,7 @@ def test_a_structured_tool_output_replays_as_what_the_model_saw(output):
 
 
 def test_a_secret_a_tool_returned_never_reaches_storage():
-    from airflow.sdk._shared.secrets_masker import mask_secret
+    from airflow.providers.common.compat.sdk import mask_secret
 
     mask_secret("s3cr3t-connection-password")
 

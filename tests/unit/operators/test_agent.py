@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import logging
 
 import pytest
 import structlog
@@ -15,6 +17,29 @@ from airflow.providers.common.ai.durable.journal import DurableJournal, journal_
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
+
+
+@contextlib.contextmanager
+def operator_log():
+    """What operators log meanwhile, as ``{"event": ..., "log_level": ...}``: through structlog on
+    Airflow 3, through the logging module on 2.11."""
+    if AIRFLOW_V_3_0_PLUS:
+        with structlog.testing.capture_logs() as logs:
+            yield logs
+        return
+    logs: list[dict[str, str]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logs.append({"event": record.getMessage(), "log_level": record.levelname.lower()})
+
+    keep, logger = Keep(), logging.getLogger("airflow.task.operators")
+    logger.addHandler(keep)
+    try:
+        yield logs
+    finally:
+        logger.removeHandler(keep)
 
 
 class Triage(BaseModel):
@@ -118,7 +143,7 @@ def test_a_connection_and_a_run_config_with_its_own_model_provider_are_refused_t
 
 
 def test_a_prompt_from_an_upstream_task_is_accepted_when_the_dag_is_parsed():
-    from airflow.sdk import DAG, task
+    from airflow.providers.common.compat.sdk import DAG, task
 
     with DAG("prompts", schedule=None):
 
@@ -216,7 +241,7 @@ def test_each_try_logs_how_many_requests_reached_the_model_and_their_tokens():
         ]
     )
     op = AgentOperator(task_id="t", prompt="p", agent=Agent(name="writer", model=model))
-    with structlog.testing.capture_logs() as logs:
+    with operator_log() as logs:
         run_try(op)
     assert "Agent 'writer' answered: 1 model requests reached the model in this try, 10 tokens (7 input, 3 output)" in [
         entry["event"] for entry in logs
@@ -323,7 +348,7 @@ def test_durable_without_retries_warns_that_only_a_retry_or_a_clear_replays():
         agent=Agent(name="a", model=ScriptedModel([[assistant_message("ok")]])),
         durable=True,
     )
-    with structlog.testing.capture_logs() as logs:
+    with operator_log() as logs:
         run_try(op, InMemoryStorage())
     warnings = [entry["event"] for entry in logs if entry["log_level"] == "warning"]
     assert warnings == [
@@ -340,7 +365,7 @@ def test_durable_with_retries_does_not_warn():
         durable=True,
         retries=2,
     )
-    with structlog.testing.capture_logs() as logs:
+    with operator_log() as logs:
         run_try(op, InMemoryStorage())
     assert [entry for entry in logs if entry["log_level"] == "warning"] == []
 

@@ -423,7 +423,10 @@ def test_a_try_that_fails_keeps_its_summary_as_failed_before_airflow_moves_on_an
 
 @pytest.mark.parametrize("ending", ["TaskDeferred", "AirflowSkipException", "AirflowRescheduleException"])
 def test_a_try_that_waits_or_skips_itself_is_not_kept_as_failed(monkeypatch, tmp_path, ending):
-    from airflow.sdk import exceptions
+    try:
+        from airflow.sdk import exceptions
+    except ImportError:  # Airflow 2.11
+        from airflow import exceptions
 
     error = {
         "TaskDeferred": lambda: exceptions.TaskDeferred(trigger=None, method_name="execute_complete"),

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from agents import Agent, RunConfig, function_tool
-from airflow.sdk import dag, get_current_context, task
+from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook

@@ -15,7 +15,7 @@ import os
 import sys
 from datetime import datetime, timedelta
 
-from airflow.sdk import dag, task
+from airflow.providers.common.compat.sdk import dag, task
 
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 # What Airflow resolves before execute() (an XComArg, a mapped argument): AgentOperator lets such
 # a prompt through at parse time. airflow.sdk exports XComArg alone, which misses the others.
-from airflow.sdk.definitions._internal.mixins import ResolveMixin
+try:
+    from airflow.sdk.definitions._internal.mixins import ResolveMixin
+except ImportError:  # Airflow 2.11
+    from airflow.utils.mixins import ResolveMixin  # type: ignore[no-redef]
 
 __all__ = ["ResolveMixin"]

@@ -20,6 +20,8 @@ def get_base_airflow_version_tuple() -> tuple[int, int, int]:
 
 
 AIRFLOW_V_3_0_PLUS: bool = get_base_airflow_version_tuple() >= (3, 0, 0)
+#: Human-in-the-loop (approvals) arrived in 3.1; of the lines this provider supports, 3.2 is the first with it.
+AIRFLOW_V_3_2_PLUS: bool = get_base_airflow_version_tuple() >= (3, 2, 0)
 AIRFLOW_V_3_3_PLUS: bool = get_base_airflow_version_tuple() >= (3, 3, 0)
 
 if AIRFLOW_V_3_3_PLUS:
@@ -30,6 +32,7 @@ else:
 
 __all__ = [
     "AIRFLOW_V_3_0_PLUS",
+    "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",
     "NEVER_EXPIRE",
     "get_base_airflow_version_tuple",

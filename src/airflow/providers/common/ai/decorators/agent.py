@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.common.compat.sdk import SET_DURING_EXECUTION
-from airflow.sdk.bases.decorator import (
+from airflow.providers.common.compat.sdk import (
+    SET_DURING_EXECUTION,
     DecoratedOperator,
     TaskDecorator,
+    context_merge,
     determine_kwargs,
     task_decorator_factory,
 )
-from airflow.sdk.definitions.context import context_merge
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
 

@@ -27,7 +27,7 @@ except ImportError as error:  # pragma: no cover - both are dependencies of this
 
     raise AirflowOptionalProviderFeatureException(error) from error
 
-from airflow.sdk import BaseHook
+from airflow.providers.common.compat.sdk import BaseHook
 
 
 class OpenAIAgentsHook(BaseHook):

@@ -16,7 +16,7 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
 
     raise AirflowOptionalProviderFeatureException(error) from error
 
-from airflow.sdk import BaseOperator
+from airflow.providers.common.compat.sdk import BaseOperator
 from pydantic_core import to_jsonable_python
 
 from airflow.providers.common.ai.durable.core.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
@@ -98,7 +98,7 @@ class AgentOperator(BaseOperator):
         notifiers: Sequence[BaseNotifier] | BaseNotifier | None = None,
         **kwargs: Any,
     ) -> None:
-        from airflow.providers.common.ai.durable.airflow.approvals import check_defaults
+        from airflow.providers.common.ai.durable.airflow.approvals import check_approvals_supported, check_defaults
 
         super().__init__(**kwargs)
         _check_prompt(prompt, self.task_id, when_rendered=False)
@@ -140,6 +140,20 @@ class AgentOperator(BaseOperator):
         self.notifiers = (
             [notifiers] if notifiers is not None and not isinstance(notifiers, Sequence) else notifiers or []
         )
+        asked = [
+            name
+            for name, value in (
+                ("assigned_users", assigned_users),
+                ("response_timeout", response_timeout),
+                ("defaults", defaults),
+                ("notifiers", notifiers),
+            )
+            if value
+        ]
+        if asked:
+            check_approvals_supported(self.task_id, " and ".join(asked))
+        if isinstance(agent, Agent) and (needing := _tools_needing_approval(agent)):
+            check_approvals_supported(self.task_id, f"needs_approval on {', '.join(needing)}")
         # The answer this execution resumed with (execute_complete), for the approval it was asked for.
         self._answer: Answer | None = None
 
@@ -309,6 +323,22 @@ def _is_resolved_at_run_time(value: Any) -> bool:
     from airflow.providers.common.ai._airflow_private import ResolveMixin
 
     return isinstance(value, ResolveMixin)
+
+
+def _tools_needing_approval(agent: Agent) -> list[str]:
+    """The function tools, of ``agent`` and the agents it hands off to, that may need approval."""
+    needing: list[str] = []
+    seen: set[int] = set()
+    agents = [agent]
+    while agents:
+        current = agents.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        needing += [f"{current.name}.{tool.name}" for tool in current.tools if getattr(tool, "needs_approval", False)]
+        # A handoff() object keeps its agent privately: the check when the task runs covers those.
+        agents += [handoff for handoff in current.handoffs if isinstance(handoff, Agent)]
+    return needing
 
 
 def _name_of(function: Any) -> str:

@@ -47,7 +47,10 @@ _NOT_FAILURES = (
 
 
 def _fails_the_try(error: BaseException) -> bool:
-    from airflow.sdk import exceptions
+    try:
+        from airflow.sdk import exceptions
+    except ImportError:  # Airflow 2.11
+        from airflow import exceptions  # type: ignore[no-redef]
 
     not_failures = tuple(getattr(exceptions, name) for name in _NOT_FAILURES if hasattr(exceptions, name))
     return not isinstance(error, not_failures)

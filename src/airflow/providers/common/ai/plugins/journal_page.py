@@ -80,15 +80,12 @@ def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: in
 
 
 def _from_cache_path(dag_id: str, run_id: str, task_id: str, map_index: int) -> _Stored:
-    from airflow.configuration import conf
-    from airflow.sdk import ObjectStoragePath
-
     from airflow.providers.common.ai.durable.airflow.object_storage import task_instance_folder
+    from airflow.providers.common.ai.durable.airflow.task_instance import cache_path_base, configured_cache_path
 
-    cache_path = (conf.get("common.ai", "durable_cache_path", fallback="") or "").strip()
-    if not cache_path:
+    if not configured_cache_path():
         return {}, {}
-    base = ObjectStoragePath(cache_path)
+    base = cache_path_base(configured_cache_path())
     fs = base.fs
     folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
     entries = {}

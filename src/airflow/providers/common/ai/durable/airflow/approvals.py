@@ -115,6 +115,22 @@ class ApprovalFailed(Exception):
     """An approval request ended without a usable answer."""
 
 
+def check_approvals_supported(task_id: str, what: str) -> None:
+    """Refuses ``what`` (an approval feature a task asks for) on an Airflow line without human-in-the-loop."""
+    from airflow import __version__
+    from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+
+    if not AIRFLOW_V_3_2_PLUS:
+        raise ApprovalsNotSupported(
+            f"AgentOperator {task_id!r}: {what} needs Airflow's human-in-the-loop support, which Airflow 3.2 and "
+            f"later have, not Airflow {__version__}: upgrade Airflow, or let the tool run without approval"
+        )
+
+
+class ApprovalsNotSupported(Exception):
+    """Approvals asked for on an Airflow line without human-in-the-loop support."""
+
+
 def check_defaults(defaults: str | list[str] | None, task_id: str) -> list[str] | None:
     """``defaults`` as the request takes them; refuses anything but Approve or Reject."""
     if defaults is None:
@@ -151,14 +167,17 @@ def wait_for_answer(
     (3.2, 3.3) keeps one request per task instance, across tries, and shows the subject and body
     of its first for every later one; the XCom and the task log show the current one.
     """
+    pending = desk.pending
+    if pending is None:
+        raise ValueError("wait_for_answer needs a desk with a pending approval")
+    check_approvals_supported(
+        context["ti"].task_id, f"the approval of {', '.join(call.tool for call in pending.requests)}"
+    )
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
 
     from airflow.providers.common.ai.durable.airflow.approval_trigger import ApprovalTrigger
 
-    pending = desk.pending
-    if pending is None:
-        raise ValueError("wait_for_answer needs a desk with a pending approval")
     request = {"subject": pending.subject, "body": pending.body, "step": pending.step_key}
     context["ti"].xcom_push(key=APPROVAL_REQUEST_XCOM_KEY, value=request)
     if desk.asked_before:

@@ -6,9 +6,11 @@ installs it on import, so the core behaves the same whichever module is imported
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core import encryption, masking, scope
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,7 +27,23 @@ def _fernet_key_setting() -> str:
 def _secrets_redactor() -> Callable[[Any], Any]:
     from airflow.providers.common.compat.sdk import redact
 
-    return redact
+    return redact if AIRFLOW_V_3_0_PLUS else _redacting_around_lone_surrogates(redact)
+
+
+_LONE_SURROGATE = re.compile("([\ud800-\udfff])")
+
+
+def _redacting_around_lone_surrogates(redact: Callable[[Any], Any]) -> Callable[[str], Any]:
+    # Airflow 2.11's masker matches with re2, which takes UTF-8 only: it gives up on a text with a
+    # lone surrogate (a WARNING, the text unmasked), so the parts between them are masked one by one.
+    def redacted(text: str) -> Any:
+        if not _LONE_SURROGATE.search(text):
+            return redact(text)
+        return "".join(
+            part if _LONE_SURROGATE.fullmatch(part) else redact(part) for part in _LONE_SURROGATE.split(text)
+        )
+
+    return redacted
 
 
 def _journal_of_running_task() -> DurableJournal | None:

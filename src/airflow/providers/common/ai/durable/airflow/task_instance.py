@@ -47,15 +47,15 @@ def _try_key(ti: Any) -> tuple[str, str, str, int, int]:
 
 
 def _running_task_context() -> Any | None:
-    from airflow.sdk import get_current_context
+    from airflow.providers.common.compat.sdk import AirflowException, get_current_context
 
     try:
         return get_current_context()
-    except RuntimeError:
+    except (RuntimeError, AirflowException):  # Airflow 2.11 raises the latter outside a task
         return None
 
 
-def _cache_path() -> str:
+def configured_cache_path() -> str:
     """``[common.ai] durable_cache_path``, or ``""`` when it is not set."""
     from airflow.configuration import conf
 
@@ -73,7 +73,7 @@ def storage_for_task(context: Any) -> JournalStorage:
 
     ti = context["ti"]
     identity = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
-    cache_path = _cache_path()
+    cache_path = configured_cache_path()
     accessor = context.get("task_state_store")
     if accessor is not None:
         from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
@@ -91,7 +91,7 @@ def storage_for_task(context: Any) -> JournalStorage:
         )
     from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
 
-    base = _cache_path_base(cache_path)
+    base = cache_path_base(cache_path)
     try:
         # Loads the filesystem now, so that a missing library fails the try before any call.
         return ObjectStorageStorage(
@@ -104,16 +104,18 @@ def storage_for_task(context: Any) -> JournalStorage:
         ) from error
 
 
-def _cache_path_base(cache_path: str) -> Any:
+def cache_path_base(cache_path: str) -> Any:
     """
     The ``ObjectStoragePath`` of ``durable_cache_path``; refuses, naming the option and the fix, a
     scheme whose filesystem is not installed and a local path that is not absolute.
     """
     from airflow.exceptions import AirflowConfigException
-    from airflow.sdk import ObjectStoragePath
-    from airflow.sdk.io import has_fs
+    from airflow.providers.common.compat.sdk import ObjectStoragePath, io
 
     scheme, host, path = urlsplit(cache_path)[:3]
+    if scheme == "local" and not io.has_fs("local"):
+        # Airflow 2.11 knows the local filesystem as file:// only.
+        scheme, cache_path = "file", "file" + cache_path[len("local") :]
     if scheme in ("", "file", "local"):
         # ObjectStoragePath reads "file://dir" and "dir" relative to the working directory, which
         # differs between workers and between tries, and "file:dir" as "/dir".
@@ -123,7 +125,7 @@ def _cache_path_base(cache_path: str) -> Any:
                 "would resolve on its own: write file:/// and the absolute path, "
                 f"for example {CACHE_PATH_EXAMPLE}"
             )
-    elif not has_fs(scheme):
+    elif not io.has_fs(scheme):
         raise AirflowConfigException(
             f"[common.ai] durable_cache_path uses {scheme}://, for which no filesystem is installed on this worker: "
             f"{_what_to_install(scheme)} on every worker"
@@ -190,7 +192,7 @@ def journal_left_by_earlier_tries(ti: Any) -> DurableJournal | None:
     if get_template_context is None:
         return None
     context = get_template_context()
-    if context.get("task_state_store") is None and not _cache_path():
+    if context.get("task_state_store") is None and not configured_cache_path():
         return None
     return DurableJournal(EncryptedStorage(storage_for_task(context)))
 
@@ -206,7 +208,7 @@ def summary_store_for_task(context: Any) -> SummaryStore:
     if accessor is not None:
         return TaskStateStoreSummaries(accessor)
     ti = context["ti"]
-    base = _cache_path_base(_cache_path())
+    base = cache_path_base(configured_cache_path())
     return ObjectStorageSummaries(base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index)
 
 
