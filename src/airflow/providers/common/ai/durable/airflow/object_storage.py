@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterable
@@ -36,6 +37,29 @@ def _entry_or_error(found: bytes | Exception | None) -> str | Exception | None:
     if found is None or isinstance(found, FileNotFoundError):
         return None
     return found
+
+
+# Local files through os, not open() or fsspec: a buffered file object costs three more system
+# calls (fstat, ioctl, lseek) and fsspec more still, on every step of a run.
+def _read_local(path: str) -> str:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(descriptor, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(descriptor)
+    return b"".join(chunks).decode()
+
+
+def _write_local(path: str, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view) :]
+    finally:
+        os.close(descriptor)
 
 
 def task_instance_folder(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
@@ -78,11 +102,15 @@ class ObjectStorageStorage(JournalStorage):
 
     def read(self, key: str) -> str | None:
         try:
+            if self._is_local:
+                return _read_local(self._path(key))
             return self._fs.cat_file(self._path(key)).decode()
         except FileNotFoundError:
             return None
 
     def read_many(self, keys: list[str]) -> list[str | Exception | None]:
+        if self._is_local:
+            return super().read_many(keys)
         # One call: an async filesystem (s3fs, gcsfs, adlfs) fetches the objects concurrently.
         paths = [self._path(key) for key in keys]
         found = self._fs.cat(paths, on_error="return")
@@ -100,11 +128,11 @@ class ObjectStorageStorage(JournalStorage):
         # three times the whole write.
         temporary = f"{self._folder}/.{key}.json.tmp"
         try:
-            with open(temporary, "wb") as file:
-                file.write(data)
+            _write_local(temporary, data)
             os.replace(temporary, self._path(key))
         except BaseException:
-            os.unlink(temporary)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
             raise
 
     def delete_all(self, keys: Iterable[str]) -> None:

@@ -5,6 +5,7 @@ One call at one position of a run, replayed or live: :class:`JournalStep`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 from collections import Counter
@@ -225,12 +226,17 @@ class JournalStep:
         self._finished = True
         self.run.journal.stats.ran_live[self.kind] += 1
 
+    @functools.cached_property
+    def _stored_name(self) -> str:
+        # A name that holds a secret is stored masked: it then matches no call and runs live. Once
+        # per step: a tool step writes its in-flight mark and its result.
+        return masked_text(self.name)
+
     def _entry(self, state: str, **fields: Any) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
             "kind": self.kind,
-            # A name that holds a secret is stored masked: it then matches no call and runs live.
-            "name": masked_text(self.name),
+            "name": self._stored_name,
             "fingerprint": self.fingerprint,
             "follows": self.follows,
             "state": state,
