@@ -19,7 +19,11 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from agents import Agent, function_tool
-from airflow.sdk import dag, task
+
+try:
+    from airflow.sdk import dag, task
+except ImportError:  # Airflow 2.11
+    from airflow.decorators import dag, task
 from pydantic import BaseModel
 
 from airflow.providers.common.ai.operators.agent import AgentOperator

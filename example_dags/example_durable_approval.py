@@ -21,7 +21,11 @@ import logging
 from datetime import datetime, timedelta
 
 from agents import Agent, function_tool
-from airflow.sdk import dag
+
+try:
+    from airflow.sdk import dag
+except ImportError:  # Airflow 2.11, which refuses approvals when it parses this DAG (they need 3.2+)
+    from airflow.decorators import dag
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
 

@@ -23,7 +23,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from agents import Agent, RunConfig, function_tool
-from airflow.sdk import dag, task
+
+try:
+    from airflow.sdk import dag, task
+except ImportError:  # Airflow 2.11
+    from airflow.decorators import dag, task
 
 from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably_sync
 from airflow.providers.common.ai.durable.usage import durable_usage

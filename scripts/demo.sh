@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the durable agent example end to end: bash scripts/demo.sh
 # Installs into .venv first if needed (see scripts/_venv.sh for AIRFLOW_LINE, VENV, PYTHON),
-# keeps Airflow's home and its SQLite database in .airflow-demo/.
+# keeps Airflow's home and its SQLite database in .airflow-demo/ (.airflow-demo-$AIRFLOW_LINE for other lines).
 set -euo pipefail
 # shellcheck source=scripts/_venv.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
@@ -9,7 +9,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 EXAMPLE="$ROOT/example_dags/example_durable_agent.py"
 ensure_venv
 
-export AIRFLOW_HOME="${DEMO_AIRFLOW_HOME:-$ROOT/.airflow-demo}"
+# One home per line: each line's database schema is its own.
+if [[ "$AIRFLOW_LINE" == "3.3" ]]; then
+    export AIRFLOW_HOME="${DEMO_AIRFLOW_HOME:-$ROOT/.airflow-demo}"
+else
+    export AIRFLOW_HOME="${DEMO_AIRFLOW_HOME:-$ROOT/.airflow-demo-$AIRFLOW_LINE}"
+fi
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/example_dags"
 export OPENAI_AGENTS_DISABLE_TRACING=1

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE_DAGS = ROOT / "example_dags"
@@ -50,9 +50,10 @@ class DagFileRun:
 
     def tries(self, task_id: str, map_index: int = -1) -> list[str]:
         """The log of each try of one task instance, in order."""
+        task = rf"task_id={re.escape(task_id)} map_index={map_index}\b"
+        # Airflow 2.11 logs no end of a try that failed: the next try's start, or the output's end, ends it.
         pattern = re.compile(
-            rf"\[DAG TEST\] starting task_id={re.escape(task_id)} map_index={map_index}\b.*?"
-            rf"\[DAG TEST\] end task task_id={re.escape(task_id)} map_index={map_index}\b",
+            rf"\[DAG TEST\] starting {task}.*?(?:\[DAG TEST\] end task {task}|(?=\[DAG TEST\] starting {task})|\Z)",
             re.DOTALL,
         )
         return pattern.findall(self.output)
@@ -102,8 +103,12 @@ def xcom_return_value(dag_id: str, run_id: str, task_id: str, map_index: int = -
 
 def xcom_value(dag_id: str, run_id: str, task_id: str, key: str, *, map_index: int = -1) -> Any:
     """The value a task instance pushed to XCom under ``key``, or ``None``."""
-    from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+
+    try:
+        from airflow.models.xcom import XComModel
+    except ImportError:  # Airflow 2.11: XCom rows are BaseXCom, which deserializes the row too
+        from airflow.models.xcom import BaseXCom as XComModel
     from sqlalchemy import select
 
     with create_session() as session:
@@ -116,7 +121,10 @@ def xcom_value(dag_id: str, run_id: str, task_id: str, key: str, *, map_index: i
                 XComModel.key == key,
             )
         )
-        return None if row is None else XComModel.deserialize_value(row)
+        if row is None:
+            return None
+        # Airflow 2.11 deserializes the value as it loads the row.
+        return XComModel.deserialize_value(row) if AIRFLOW_V_3_0_PLUS else row.value
 
 
 def journal_entries(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:

@@ -16,6 +16,11 @@ import urllib.error
 from typing import Any
 
 import pytest
+
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+
+if not AIRFLOW_V_3_2_PLUS:
+    pytest.skip("approvals need Airflow's human-in-the-loop (3.2+)", allow_module_level=True)
 from airflow_services import AIRFLOW, AirflowServices, _in_own_group_ending_with_this_process
 from dag_runs import EXAMPLE_DAGS, ROOT, durable_env, journal_entries, latest_run_id, xcom_return_value
 

@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+
+if not AIRFLOW_V_3_2_PLUS:
+    pytest.skip("approvals need Airflow's human-in-the-loop (3.2+)", allow_module_level=True)
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from airflow_services import AIRFLOW, AirflowServices, _in_own_group_ending_with_this_process, _is_running
 from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value, xcom_value

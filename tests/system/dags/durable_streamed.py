@@ -9,6 +9,7 @@ consumer saw to DURABLE_TEST_OUT/try<N>.json.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from datetime import datetime, timedelta
@@ -20,7 +21,11 @@ from airflow.providers.common.compat.sdk import dag, get_current_context, task
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def durable_streamed():
     @task(retries=1, retry_delay=timedelta(seconds=0))
-    async def stream_forecast() -> str:
+    def stream_forecast() -> str:
+        # A sync task around the async run: Airflow 2.11 does not await an async task.
+        return asyncio.run(streamed_forecast())
+
+    async def streamed_forecast() -> str:
         from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, function_tool
         from openai import AsyncOpenAI
 

@@ -13,11 +13,13 @@ from agents import Agent, ModelSettings, RunConfig, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
+import airflow
+from airflow.providers.common.ai.durable.airflow.approvals import ApprovalsNotSupported
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
 
 @contextlib.contextmanager
@@ -571,3 +573,55 @@ def test_usage_names_each_model_a_run_reached_by_its_name():
     run_try(AgentOperator(task_id="t", prompt="p", agent=Agent(name="a", model=model)), ti=ti)
     assert list(ti.xcoms["usage"]["models"]) == ["gpt-4.1-mini"]
     assert ti.xcoms["usage"]["total_tokens"] == 120
+
+
+# Approvals need Airflow's human-in-the-loop (3.2+ of the supported lines): refused on 2.11 (R-55).
+
+
+@function_tool(needs_approval=True)
+def refund(order: str) -> str:
+    """Refunds an order."""
+    return f"refunded {order}"
+
+
+def agent_that_refunds(model=None) -> Agent:
+    helper = Agent(name="helper", tools=[refund])
+    return Agent(name="front", model=model, handoffs=[helper])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"agent": agent_that_refunds()}, "needs_approval of helper.refund"),
+        ({"agent": Agent(name="a"), "assigned_users": {"id": "ada"}}, "assigned_users"),
+        (
+            {"agent": Agent(name="a"), "response_timeout": datetime.timedelta(hours=1), "defaults": "Reject"},
+            "response_timeout and defaults",
+        ),
+        ({"agent": Agent(name="a"), "notifiers": [lambda context: None]}, "notifiers"),
+    ],
+)
+def test_approvals_are_refused_when_the_dag_is_parsed_on_a_line_without_human_in_the_loop(arguments, named):
+    if AIRFLOW_V_3_2_PLUS:
+        AgentOperator(task_id="t", prompt="p", durable=True, **arguments)
+        return
+    with pytest.raises(ApprovalsNotSupported) as refused:
+        AgentOperator(task_id="t", prompt="p", durable=True, **arguments)
+    assert str(refused.value) == (
+        f"AgentOperator 't': approvals ({named}) need Airflow's human-in-the-loop support, which Airflow 3.2 "
+        f"and later have, not Airflow {airflow.__version__}: upgrade Airflow, or let the tools run without approval"
+    )
+
+
+@pytest.mark.skipif(AIRFLOW_V_3_2_PLUS, reason="Airflow 3.2+ has human-in-the-loop")
+def test_an_approval_the_dag_could_not_show_is_refused_when_the_agent_asks_for_it_and_nothing_runs():
+    # An agent built in the worker: nothing to check when the DAG is parsed.
+    model = ScriptedModel([[function_call("refund", {"order": "O-7"}, call_id="c1")], [assistant_message("done")]])
+    op = AgentOperator(
+        task_id="t", prompt="p", agent=lambda: Agent(name="front", model=model, tools=[refund]), durable=True
+    )
+    storage = InMemoryStorage()
+    with pytest.raises(ApprovalsNotSupported, match=r"approvals \(refund, asked by the agent\) need .* Airflow 3\.2"):
+        run_try(op, storage)
+    assert len(model.calls) == 1
+    assert [json.loads(text)["kind"] for text in storage.entries.values()].count("tool") == 0

@@ -153,7 +153,7 @@ class AgentOperator(BaseOperator):
         if asked:
             check_approvals_supported(self.task_id, " and ".join(asked))
         if isinstance(agent, Agent) and (needing := _tools_needing_approval(agent)):
-            check_approvals_supported(self.task_id, f"needs_approval on {', '.join(needing)}")
+            check_approvals_supported(self.task_id, f"needs_approval of {', '.join(needing)}")
         # The answer this execution resumed with (execute_complete), for the approval it was asked for.
         self._answer: Answer | None = None
 

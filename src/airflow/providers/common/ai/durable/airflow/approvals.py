@@ -122,8 +122,9 @@ def check_approvals_supported(task_id: str, what: str) -> None:
 
     if not AIRFLOW_V_3_2_PLUS:
         raise ApprovalsNotSupported(
-            f"AgentOperator {task_id!r}: {what} needs Airflow's human-in-the-loop support, which Airflow 3.2 and "
-            f"later have, not Airflow {__version__}: upgrade Airflow, or let the tool run without approval"
+            f"AgentOperator {task_id!r}: approvals ({what}) need Airflow's human-in-the-loop support, which "
+            f"Airflow 3.2 and later have, not Airflow {__version__}: upgrade Airflow, or let the tools run without "
+            "approval"
         )
 
 
@@ -171,7 +172,7 @@ def wait_for_answer(
     if pending is None:
         raise ValueError("wait_for_answer needs a desk with a pending approval")
     check_approvals_supported(
-        context["ti"].task_id, f"the approval of {', '.join(call.tool for call in pending.requests)}"
+        operator.task_id, f"{', '.join(call.tool for call in pending.requests)}, asked by the agent"
     )
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
