@@ -18,6 +18,7 @@ computes does not grow with the conversation.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -242,10 +243,8 @@ class ModelCalls:
         for item in items[start:]:
             plain = canonical_json(item)
             text = masked_json(plain)
-            # A copy to compare the next call's items with, loaded from the rendering at hand (half a
-            # deep copy's cost). An item that JSON renders as another value (a tuple, an int key) never
-            # equals it: the next call digests it again, to the same digest.
-            self._items.append(json.loads(plain))
+            # A copy that shares the item's strings: the next call's items compare mostly by identity.
+            self._items.append(copy.deepcopy(item))
             self._item_texts.append(text)
             self._digests.append(_short(fingerprint_of_json(text)))
             self._prefixes.append(_prefix_digest(self._prefixes[-1], self._digests[-1]))
