@@ -123,6 +123,32 @@ def test_a_cache_path_write_killed_before_its_rename_leaves_the_previous_entry_r
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
 
 
+def test_a_cache_path_write_cut_off_mid_write_leaves_the_previous_entry_readable(tmp_path, monkeypatch):
+    storage = make_storage("file", tmp_path)
+    storage.write("1.1", '{"complete": true}')
+    write = os.write
+
+    def cut_off(descriptor, data):
+        write(descriptor, bytes(data[:3]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "write", cut_off)
+    with pytest.raises(KeyboardInterrupt):
+        storage.write("1.1", '{"replaced": true}')
+    monkeypatch.undo()
+    assert storage.read("1.1") == '{"complete": true}'
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
+
+
+def test_a_cache_path_entry_larger_than_one_read_of_the_disk_reads_back_whole(tmp_path):
+    storage = make_storage("file", tmp_path)
+    # Multi-byte characters across every 64 KiB boundary: the entry is decoded once, whole.
+    text = json.dumps({"result": "ü€" * 100_000}, ensure_ascii=False)
+    storage.write("1.1", text)
+    assert storage.read("1.1") == text
+    assert storage.read_many(["1.1", "1.2"]) == [text, None]
+
+
 def test_after_success_no_empty_folder_is_left_under_the_cache_path_but_other_journals_stay(tmp_path):
     other = ObjectStorageStorage(
         UPath(f"file://{tmp_path}/cache"), dag_id="dag", run_id="manual__2026-11-29", task_id="other", map_index=-1
