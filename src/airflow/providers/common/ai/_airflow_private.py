@@ -11,6 +11,6 @@ from __future__ import annotations
 try:
     from airflow.sdk.definitions._internal.mixins import ResolveMixin
 except ImportError:  # Airflow 2.11
-    from airflow.utils.mixins import ResolveMixin  # type: ignore[no-redef]
+    from airflow.utils.mixins import ResolveMixin  # type: ignore[no-redef,import-untyped]
 
 __all__ = ["ResolveMixin"]
