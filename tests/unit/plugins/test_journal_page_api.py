@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import json
 
+import pytest
+
 from airflow.providers.common.ai.durable.airflow.summaries import read_summaries
 from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, _map_index, render_page
 
@@ -97,3 +99,17 @@ def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_
     assert [step["name"] for run in shown["journal"] for step in run["steps"]] == ["lookup"]
     assert [summary["outcome"] for summary in shown["tries"]] == ["failed"]
     assert journal_page.journal_of("d", "r/1", "t", -1)["journal"] == []  # another map index
+
+
+def test_on_airflow_3_the_plugin_registers_the_api_server_app_and_tab_and_nothing_of_the_webserver():
+    import sys
+
+    from airflow.providers.common.ai.plugins.durable import DurableJournalPlugin
+    from airflow.providers.common.ai.plugins.journal_page import FASTAPI_APPS
+    from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
+
+    if not AIRFLOW_V_3_0_PLUS:
+        pytest.skip("Airflow 2.11 gets the webserver's view: tests/unit/plugins/test_journal_page_fab.py")
+    assert (DurableJournalPlugin.fastapi_apps, DurableJournalPlugin.external_views) == (FASTAPI_APPS, EXTERNAL_VIEWS)
+    assert DurableJournalPlugin.appbuilder_views == [] and DurableJournalPlugin.global_operator_extra_links == []
+    assert "airflow.providers.common.ai.plugins.journal_page_fab" not in sys.modules

@@ -30,7 +30,12 @@ from airflow.providers.common.ai.durable.airflow.task_instance import (
     take_journal,
     take_summary_store,
 )
-from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, FASTAPI_APPS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
+
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, FASTAPI_APPS
+else:  # 2.11's webserver: a Flask-AppBuilder view and an extra link, not an api-server app and a tab
+    from airflow.providers.common.ai.plugins.journal_page_fab import APPBUILDER_VIEWS, GLOBAL_OPERATOR_EXTRA_LINKS
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +81,9 @@ class _KeepingAFailure:
                     keep_summary_of_failed_try(self._task_instance)
                 except Exception:  # the task's own error is what the try ends with
                     log.exception("Durable: could not keep the summary of this failed try")
+            elif not AIRFLOW_V_3_0_PLUS and type(error).__name__ == "AirflowSkipException":
+                # Airflow 2.11 tells listeners nothing of a task that skipped itself.
+                on_task_instance_skipped(None, self._task_instance)
             raise
 
 
@@ -136,9 +144,17 @@ def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any 
 
 
 class DurableJournalPlugin(AirflowPlugin):
-    """Registers the listener that ends durable tries, and the journal page (``plugins/journal_page.py``)."""
+    """
+    Registers the listener that ends durable tries, and the journal page: on Airflow 3 the
+    api-server's app and tab of ``plugins/journal_page.py``, on 2.11 the webserver's view and extra
+    link of ``plugins/journal_page_fab.py``.
+    """
 
     name = "common_ai_durable"
     listeners = [sys.modules[__name__]]
-    fastapi_apps = FASTAPI_APPS
-    external_views = EXTERNAL_VIEWS
+    if AIRFLOW_V_3_0_PLUS:
+        fastapi_apps = FASTAPI_APPS
+        external_views = EXTERNAL_VIEWS
+    else:
+        appbuilder_views = APPBUILDER_VIEWS
+        global_operator_extra_links = GLOBAL_OPERATOR_EXTRA_LINKS

@@ -1,0 +1,83 @@
+"""
+The journal page on Airflow 2.11: the page and JSON API of ``journal_page.py``, served by a
+Flask-AppBuilder view of 2.11's webserver at the same paths as the 3.x api-server serves them
+(``/common-ai/journal/<dag_id>`` and ``/common-ai/api/journal/<dag_id>``), and an "Agent journal"
+extra link on every task instance that leads to it.
+
+``plugins/durable.py`` imports this module only before Airflow 3.0: Flask, Flask-AppBuilder and
+``airflow.www`` are the 2.x webserver's, and 3.x has none of them.
+
+An extra link, not a menu item: the page belongs to one task instance, and 2.11's grid shows a
+task instance's extra links as buttons in its details, the place its users look for what belongs
+to that instance. A global link, since any task may run an agent durably (``run_durably`` in a
+``@task``), as the 3.x tab is on every task instance. Each route is behind 2.11's own
+``has_access_dag("GET", TASK_INSTANCE)``, the check of 2.11's own task instance views: a user who
+is not logged in is sent to the login page, one who may not read the DAG's task instances is sent
+to the home page with 2.11's "access denied" message, and neither gets anything of the journal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from airflow.auth.managers.models.resource_details import DagAccessEntity  # type: ignore[import-untyped]
+from airflow.providers.common.compat.sdk import BaseOperatorLink
+from airflow.www.auth import has_access_dag  # type: ignore[import-untyped]
+from flask import Response, has_request_context, jsonify, request, url_for  # type: ignore[import-not-found]
+from flask_appbuilder import BaseView, expose  # type: ignore[import-not-found]
+
+from airflow.providers.common.ai.plugins.journal_page import URL_PREFIX, _map_index, journal_of, render_page
+
+#: The link's name: the button's text in the task instance's details, as the 3.x tab's.
+LINK_NAME = "Agent journal"
+
+
+def _task_instance_of_request() -> tuple[str, str, int] | Response:
+    """The run id, task id and map index the request names, or the 400 a request that lacks one gets."""
+    run_id = request.args.get("run_id")
+    task_id = request.args.get("task_id")
+    if not run_id or not task_id:
+        return Response("run_id and task_id are required, as the task instance's extra link gives them", status=400)
+    return run_id, task_id, _map_index(request.args.get("map_index", "-1"))
+
+
+class AgentJournalView(BaseView):
+    """The journal page and its JSON API on 2.11's webserver, each route behind 2.11's DAG access check."""
+
+    route_base = URL_PREFIX
+    default_view = "journal_page"
+
+    @expose("/journal/<string:dag_id>")
+    @has_access_dag("GET", DagAccessEntity.TASK_INSTANCE)
+    def journal_page(self, dag_id: str) -> Any:
+        asked = _task_instance_of_request()
+        if isinstance(asked, Response):
+            return asked
+        return Response(render_page(journal_of(dag_id, *asked)), mimetype="text/html")
+
+    @expose("/api/journal/<string:dag_id>")
+    @has_access_dag("GET", DagAccessEntity.TASK_INSTANCE)
+    def journal_api(self, dag_id: str) -> Any:
+        asked = _task_instance_of_request()
+        if isinstance(asked, Response):
+            return asked
+        return jsonify(journal_of(dag_id, *asked))
+
+
+class AgentJournalLink(BaseOperatorLink):
+    """The "Agent journal" button of every task instance in 2.11's UI: it opens the journal page."""
+
+    name = LINK_NAME
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        query = {"run_id": ti_key.run_id, "task_id": ti_key.task_id, "map_index": ti_key.map_index}
+        if has_request_context():
+            # Under the webserver's own prefix, when it serves under one ([webserver] base_url).
+            return str(url_for(f"{AgentJournalView.__name__}.journal_page", dag_id=ti_key.dag_id, **query))
+        return f"{URL_PREFIX}/journal/{quote(ti_key.dag_id, safe='')}?{urlencode(query)}"
+
+
+#: What the plugin registers on 2.11: the view, with no menu item of its own, and the link.
+APPBUILDER_VIEWS = [{"view": AgentJournalView()}]
+GLOBAL_OPERATOR_EXTRA_LINKS = [AgentJournalLink()]
