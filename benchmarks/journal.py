@@ -40,8 +40,9 @@ class Counting(JournalStorage):
         return self.inner.read(key)
 
     def write(self, key, text):
-        self.bytes_written += len(text.encode())
-        self.sizes[key] = len(text.encode())
+        size = len(text.encode())
+        self.bytes_written += size
+        self.sizes[key] = size
         self.inner.write(key, text)
 
     def delete_all(self, keys):

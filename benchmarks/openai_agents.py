@@ -8,6 +8,7 @@ Run by hand, not in CI:
     python benchmarks/openai_agents.py                       # file://, N = 10, 100, 400, 1000
     python benchmarks/openai_agents.py --ns 10,100 --storages file,memory
     python benchmarks/openai_agents.py --profile 10          # where a recording run's time goes
+    python benchmarks/openai_agents.py --attribute 10        # the same, measured without a profiler
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import logging
 import os
 import pstats
 import sys
@@ -86,7 +88,7 @@ def runs(n: int, storage: Counting) -> dict:
 def measure(ns: list[int], storages: list[str]) -> None:
     print(
         f"{'storage':<8}{'N':>6}{'plain s':>10}{'record s':>10}{'replay s':>10}{'record/plain':>14}"
-        f"{'replay/plain':>14}{'KiB stored':>12}{'bytes/step':>12}{'written/final':>15}",
+        f"{'replay/plain':>14}{'KiB stored':>12}{'bytes/step':>12}{'written/final':>15}{'load':>7}",
         flush=True,
     )
     for n in ns:
@@ -95,7 +97,8 @@ def measure(ns: list[int], storages: list[str]) -> None:
                 storage = storage_of(name, folder)
                 # Interleaved, best of each: the machine's noise only ever adds time.
                 best = {"plain": float("inf"), "record": float("inf"), "replay": float("inf")}
-                for _ in range(7 if n <= 100 else 3 if n <= 400 else 1):
+                # More rounds where a run is short: on a shared machine a short run is the noisier one.
+                for _ in range(25 if n <= 10 else 11 if n <= 100 else 3 if n <= 400 else 1):
                     for kind, run in runs(n, storage).items():
                         if kind == "record":
                             emptied(storage)
@@ -104,7 +107,9 @@ def measure(ns: list[int], storages: list[str]) -> None:
                 print(
                     f"{name:<8}{n:>6}{best['plain']:>10.3f}{best['record']:>10.3f}{best['replay']:>10.3f}"
                     f"{best['record'] / best['plain']:>14.2f}{best['replay'] / best['plain']:>14.2f}"
-                    f"{stored / 1024:>12.1f}{stored / (2 * n + 1):>12.0f}{storage.bytes_written / stored:>15.2f}",
+                    f"{stored / 1024:>12.1f}{stored / (2 * n + 1):>12.0f}{storage.bytes_written / stored:>15.2f}"
+                    # The machine's 1-minute load average as the row ends: other work on it only adds time.
+                    f"{os.getloadavg()[0]:>7.1f}",
                     flush=True,
                 )
 
@@ -127,14 +132,62 @@ def profile(n: int, storages: list[str]) -> None:
                     stats.sort_stats("cumulative").print_stats(r"durable/|logging/__init__.py:\d+\(info\)", 40)
 
 
+def attribute(n: int, rounds: int = 15) -> None:
+    """
+    Where a run's extra CPU goes, measured in place (no profiler, whose cost per Python call would
+    inflate the journal's many small ones): the agent thread's CPU inside the storage's calls and
+    inside the handlers of the per-step log line (R-38), the rest by difference. Best of each kind.
+    """
+    step_log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents")
+    spent = {"storage": 0.0, "log line": 0.0}
+
+    def timed(what: str, call):
+        def wrapped(*args):
+            started = time.thread_time()
+            try:
+                return call(*args)
+            finally:
+                spent[what] += time.thread_time() - started
+
+        return wrapped
+
+    with tempfile.TemporaryDirectory() as folder:
+        storage = storage_of("file://", folder)
+        storage.read, storage.write = timed("storage", storage.read), timed("storage", storage.write)
+        step_log.handle = timed("log line", step_log.handle)  # type: ignore[method-assign]
+        best: dict[str, dict[str, float]] = {}
+        for _ in range(rounds):
+            for kind, run in runs(n, storage).items():
+                if kind == "record":
+                    emptied(storage)
+                spent.update({"storage": 0.0, "log line": 0.0})
+                total = cpu_seconds(run)
+                if total < best.get(kind, {}).get("total", float("inf")):
+                    best[kind] = {"total": total, **spent}
+    plain = best["plain"]["total"]
+    print(f"N={n}, best of {rounds} interleaved runs on file://, ms of CPU a run (load {os.getloadavg()[0]:.1f})")
+    print(f"plain {plain * 1000:.2f}")
+    for kind in ("record", "replay"):
+        parts = best[kind]
+        extra = parts["total"] - plain
+        rest = extra - parts["storage"] - parts["log line"]
+        print(
+            f"{kind} {parts['total'] * 1000:.2f} ({parts['total'] / plain:.2f}x): extra {extra * 1000:.2f} = "
+            f"storage {parts['storage'] * 1000:.2f} + log lines {parts['log line'] * 1000:.2f} + rest {rest * 1000:.2f}"
+        )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--ns", default="10,100,400,1000", help="numbers of turns, comma-separated")
     parser.add_argument("--storages", default="file", help="file, memory or both, comma-separated")
     parser.add_argument("--profile", type=int, metavar="N", help="profile N turns instead of measuring")
+    parser.add_argument("--attribute", type=int, metavar="N", help="where N turns' extra CPU goes, on file://")
     arguments = parser.parse_args()
     storages = ["file://" if name == "file" else name for name in arguments.storages.split(",")]
-    if arguments.profile:
+    if arguments.attribute:
+        attribute(arguments.attribute)
+    elif arguments.profile:
         profile(arguments.profile, storages)
     else:
         measure([int(n) for n in arguments.ns.split(",")], storages)
