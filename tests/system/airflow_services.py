@@ -2,10 +2,16 @@
 A real Airflow in subprocesses: api-server, scheduler with LocalExecutor (each try its own worker
 process), and dag-processor, over the test session's database. Tests trigger and clear DAG runs
 through the REST API, as a user would, and read the outcome from the database.
+
+On Airflow 2.11 the same, in the form that line takes: the webserver (Flask-AppBuilder, REST API
+v1 with basic auth as the user ``admin``) instead of the api-server, the scheduler parses the
+DAGs itself, and its executor is the SequentialExecutor (2.11 refuses the LocalExecutor on
+SQLite), each try still its own process.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -19,7 +25,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
+
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+#: The REST API's root: v2 on the api-server of Airflow 3, v1 on 2.11's webserver.
+API = "/api/v2" if AIRFLOW_V_3_0_PLUS else "/api/v1"
+#: On 2.11, the webserver's user the services' REST calls are made as (basic auth), an Admin.
+ADMIN = ("admin", "admin-password")
 FINISHED = frozenset({"success", "failed", "upstream_failed", "skipped"})
 
 
@@ -90,18 +102,62 @@ class AirflowServices:
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+            **({} if AIRFLOW_V_3_0_PLUS else self._webserver_env(port)),
             **env,
         }
         self._processes: dict[str, subprocess.Popen] = {}
 
+    @staticmethod
+    def _webserver_env(port: int) -> dict[str, str]:
+        """What 2.11 needs besides: an executor it runs on SQLite, the webserver's port, one worker, basic auth."""
+        return {
+            "AIRFLOW__CORE__EXECUTOR": "SequentialExecutor",
+            # It starts each try as `airflow tasks run`, found on the PATH: this venv's.
+            "PATH": f"{Path(AIRFLOW).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "AIRFLOW__WEBSERVER__WEB_SERVER_PORT": str(port),
+            "AIRFLOW__WEBSERVER__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__WEBSERVER__WORKERS": "1",
+            "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(16),
+            # Tests log several users in within seconds; 2.11 allows 5 logins in 40 s by default.
+            "AIRFLOW__WEBSERVER__AUTH_RATE_LIMITED": "False",
+            "AIRFLOW__API__AUTH_BACKENDS": "airflow.providers.fab.auth_manager.api.auth.backend.basic_auth",
+        }
+
+    def airflow_command(self, *arguments: str) -> str:
+        """Run ``airflow <arguments>`` with the services' settings; returns its output, raises if it fails."""
+        result = subprocess.run([AIRFLOW, *arguments], env=self.env, capture_output=True, text=True, timeout=300)
+        if result.returncode:
+            raise RuntimeError(
+                f"airflow {' '.join(arguments)} exited with {result.returncode}:\n{result.stderr[-3000:]}"
+            )
+        return result.stdout
+
+    def create_user(self, username: str, password: str, role: str) -> None:
+        """On 2.11: a user of the webserver (Flask-AppBuilder), with one of its roles."""
+        self.airflow_command(
+            "users", "create", "--username", username, "--password", password, "--role", role,
+            "--firstname", username, "--lastname", "test", "--email", f"{username}@example.com",
+        )  # fmt: skip
+
+    def _commands(self) -> tuple[tuple[str, list[str]], ...]:
+        if not AIRFLOW_V_3_0_PLUS:
+            # 2.11's scheduler parses the DAG files itself (no standalone dag-processor by default).
+            return (
+                ("webserver", ["webserver", "--port", self.env["AIRFLOW__WEBSERVER__WEB_SERVER_PORT"]]),
+                ("scheduler", ["scheduler"]),
+            )
+        return (
+            ("api-server", ["api-server", "--port", self.env["AIRFLOW__API__PORT"]]),
+            ("scheduler", ["scheduler"]),
+            ("dag-processor", ["dag-processor"]),
+        )
+
     def __enter__(self) -> AirflowServices:
         self.logs.mkdir(parents=True, exist_ok=True)
         try:
-            for name, command in (
-                ("api-server", ["api-server", "--port", self.env["AIRFLOW__API__PORT"]]),
-                ("scheduler", ["scheduler"]),
-                ("dag-processor", ["dag-processor"]),
-            ):
+            if not AIRFLOW_V_3_0_PLUS:
+                self.create_user(*ADMIN, "Admin")
+            for name, command in self._commands():
                 self._processes[name] = subprocess.Popen(
                     [AIRFLOW, *command],
                     env=self.env,
@@ -136,10 +192,16 @@ class AirflowServices:
             f"{self.url}{path}",
             data=None if body is None else json.dumps(body).encode(),
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self._authorization()},
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read() or b"null")
+
+    @staticmethod
+    def _authorization() -> dict[str, str]:
+        if AIRFLOW_V_3_0_PLUS:  # the simple auth manager's users are all admins here
+            return {}
+        return {"Authorization": "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()}
 
     def ensure_running(self) -> None:
         """Raise, with the end of its log, if a service has exited: nothing it does would come."""
@@ -155,12 +217,13 @@ class AirflowServices:
         while time.monotonic() < deadline:
             self.ensure_running()
             try:
-                health = self._request("GET", "/api/v2/monitor/health")
+                health = self._request("GET", "/api/v2/monitor/health" if AIRFLOW_V_3_0_PLUS else "/health")
             except OSError:
                 health = None
-            if health and all(
-                health[part]["status"] == "healthy" for part in ("metadatabase", "scheduler", "dag_processor")
-            ):
+            parts = (
+                ("metadatabase", "scheduler", "dag_processor") if AIRFLOW_V_3_0_PLUS else ("metadatabase", "scheduler")
+            )
+            if health and all(health[part]["status"] == "healthy" for part in parts):
                 return
             time.sleep(1)
         raise TimeoutError(f"Airflow was not healthy after {timeout} s: {health}")
@@ -169,18 +232,18 @@ class AirflowServices:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                self._request("GET", f"/api/v2/dags/{dag_id}")
+                self._request("GET", f"{API}/dags/{dag_id}")
                 return
             except OSError:
                 time.sleep(1)
-        raise TimeoutError(
-            f"the dag-processor did not parse {dag_id} in {timeout} s:\n{self.service_log('dag-processor')[-3000:]}"
-        )
+        parser = "dag-processor" if AIRFLOW_V_3_0_PLUS else "scheduler"
+        raise TimeoutError(f"the {parser} did not parse {dag_id} in {timeout} s:\n{self.service_log(parser)[-3000:]}")
 
     def trigger(self, dag_id: str) -> str:
         """Start a DAG run; returns its run id."""
         self.wait_for_dag(dag_id)
-        return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})["dag_run_id"]
+        body = {"logical_date": None} if AIRFLOW_V_3_0_PLUS else {}
+        return self._request("POST", f"{API}/dags/{dag_id}/dagRuns", body)["dag_run_id"]
 
     def clear(self, dag_id: str, run_id: str, task_id: str) -> None:
         """
@@ -190,7 +253,7 @@ class AirflowServices:
         marking the DAG run finished; a user sees the finished run first, and so does this.
         """
         deadline = time.monotonic() + 60
-        while (state := self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]) not in (
+        while (state := self._request("GET", f"{API}/dags/{dag_id}/dagRuns/{run_id}")["state"]) not in (
             "success",
             "failed",
         ):
@@ -199,7 +262,7 @@ class AirflowServices:
             time.sleep(0.5)
         self._request(
             "POST",
-            f"/api/v2/dags/{dag_id}/clearTaskInstances",
+            f"{API}/dags/{dag_id}/clearTaskInstances",
             {
                 "dry_run": False,
                 "dag_run_id": run_id,
@@ -210,7 +273,7 @@ class AirflowServices:
         )
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+        return self._request("GET", f"{API}/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
 
     def wait_for_task(
         self, dag_id: str, run_id: str, task_id: str, *, try_number: int = 1, timeout: float = 180

@@ -1,8 +1,10 @@
 """
 The journal page (R-44) and usage in XCom (R-42) of task instances that ran under a real scheduler:
 ``kept`` failed for good (its journal stays), ``replayed`` failed once and replayed (its journal
-is gone, its tries' summaries stay). The page and its API are asked through Airflow's own FastAPI
-app, as the api-server serves them, with Airflow's auth: a user who may not read the DAG gets 403.
+is gone, its tries' summaries stay). On Airflow 3 the page and its API are asked through Airflow's
+own FastAPI app, as the api-server serves them, with Airflow's auth: a user who may not read the
+DAG gets 403. On 2.11 they are asked of the real webserver, as users signed in through its login
+form: one who may not read the DAG is sent to the home page, as 2.11's own views do.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from airflow_services import AirflowServices
 from dag_runs import TEST_DAGS, durable_env
+from journal_page_auth import USERS, create_webserver_users, log_in
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 DAG_ID = "durable_journal_page"
 FERNET_KEY = base64.urlsafe_b64encode(b"the journal page tests' key.....").decode()
@@ -47,14 +51,60 @@ def finished_run(tmp_path_factory, airflow_db):
             yield services, run_id, env
 
 
+class JournalPageClient:
+    """Asks for the page or its API as one user (None: no one signed in)."""
+
+    def __init__(self, run_id: str, ask) -> None:
+        self.run_id = run_id
+        self._ask = ask
+
+    def get(self, user: str | None, path: str, task_id: str):
+        params = {"run_id": self.run_id, "task_id": task_id, "map_index": "{MAP_INDEX}"}
+        return self._ask(user, f"/common-ai/{path}/{DAG_ID}", params)
+
+
 @pytest.fixture(scope="module")
-def api(finished_run, monkeypatch_module):
-    """Airflow's FastAPI app in this process, with an auth manager under which "outsider" reads no DAG."""
-    # The api-server shares the workers' configuration: the key they encrypted with, and on Airflow
-    # before 3.3 the cache path the journals and summaries are under.
+def webserver_users(finished_run):
+    """On 2.11: the users of journal_page_auth.USERS on the services' webserver (Airflow 3: none needed)."""
+    if not AIRFLOW_V_3_0_PLUS:
+        create_webserver_users(finished_run[0])
+
+
+@pytest.fixture(scope="module")
+def api(finished_run, webserver_users, monkeypatch_module):
+    """A client of the page as Airflow serves it, under which "reader" reads the DAG and "outsider" does not."""
+    # This process shares the workers' configuration, as the api-server does (and the tests that
+    # store summaries need): the key they encrypted with, and on Airflow before 3.3 the cache path
+    # the journals and summaries are under.
     for name, value in finished_run[2].items():
         if name.startswith(("AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__COMMON_AI__")):
             monkeypatch_module.setenv(name, value)
+    if AIRFLOW_V_3_0_PLUS:
+        yield from _api_server_in_this_process(finished_run, monkeypatch_module)
+    else:
+        yield from _webserver_of_the_services(finished_run)
+
+
+def _webserver_of_the_services(finished_run):
+    """On 2.11: the services' webserver, asked by a session per user signed in through its login form."""
+    import requests
+
+    services, run_id, _ = finished_run
+    sessions = {None: requests.Session()}
+    for name in USERS:
+        sessions[name] = requests.Session()
+        log_in(sessions[name], services.url, name)
+
+    def ask(user, path, params):
+        return sessions[user].get(f"{services.url}{path}", params=params, allow_redirects=False, timeout=60)
+
+    yield JournalPageClient(run_id, ask)
+    for session in sessions.values():
+        session.close()
+
+
+def _api_server_in_this_process(finished_run, monkeypatch_module):
+    """Airflow's FastAPI app in this process, with an auth manager under which "outsider" reads no DAG."""
     monkeypatch_module.setenv("AIRFLOW__CORE__AUTH_MANAGER", "journal_page_auth.OutsiderReadsNoDag")
     monkeypatch_module.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
     from airflow.api_fastapi.app import create_app
@@ -69,7 +119,12 @@ def api(finished_run, monkeypatch_module):
         for name in ("reader", "outsider")
     }
     with TestClient(app) as client:
-        yield client, tokens, finished_run[1]
+
+        def ask(user, path, params):
+            headers = {} if user is None else {"Authorization": f"Bearer {tokens[user]}"}
+            return client.get(path, params=params, headers=headers)
+
+        yield JournalPageClient(finished_run[1], ask)
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +133,8 @@ def monkeypatch_module():
         yield patch
 
 
-def get(api, user: str, path: str, task_id: str):
-    client, tokens, run_id = api
-    return client.get(
-        f"/common-ai/{path}/{DAG_ID}",
-        params={"run_id": run_id, "task_id": task_id, "map_index": "{MAP_INDEX}"},
-        headers={"Authorization": f"Bearer {tokens[user]}"},
-    )
+def get(api: JournalPageClient, user: str | None, path: str, task_id: str):
+    return api.get(user, path, task_id)
 
 
 def steps(runs: list[dict]) -> list[tuple]:
@@ -141,12 +191,18 @@ def test_an_ordinary_failed_try_logs_no_durable_warning(finished_run):
     for task_id in ("kept", "replayed"):
         log = services.task_log(DAG_ID, run_id, task_id, 1)
         assert "Durable: replayed 0, ran live 5 (model 4, tool 1)" in log
-        warnings = [
-            line
-            for line in log.splitlines()
-            if line.startswith("{") and json.loads(line).get("level") == "warning" and "Durable:" in line
-        ]
-        assert warnings == [], warnings
+        assert durable_warnings(log) == []
+
+
+def durable_warnings(log: str) -> list[str]:
+    """The lines of a task log that warn about durability: JSON lines on Airflow 3, text lines on 2.11."""
+    if not AIRFLOW_V_3_0_PLUS:
+        return [line for line in log.splitlines() if " WARNING - " in line and "Durable:" in line]
+    return [
+        line
+        for line in log.splitlines()
+        if line.startswith("{") and json.loads(line).get("level") == "warning" and "Durable:" in line
+    ]
 
 
 def test_the_page_shows_the_same_as_html(api):
@@ -158,36 +214,54 @@ def test_the_page_shows_the_same_as_html(api):
 
 
 @pytest.mark.parametrize("path", ["journal", "api/journal"])
-def test_a_user_who_may_not_read_the_dag_gets_403_and_nothing_of_the_journal(api, path):
+def test_a_user_who_may_not_read_the_dag_is_refused_and_gets_nothing_of_the_journal(api, path):
     response = get(api, "outsider", path, "kept")
-    assert response.status_code == 403
+    if AIRFLOW_V_3_0_PLUS:
+        assert response.status_code == 403
+    else:  # 2.11's webserver sends them to the home page, with its "access denied" message
+        assert response.status_code == 302
+        assert urlparse(response.headers["Location"]).path == "/home"
     assert "ask_expert" not in response.text
 
 
-def test_without_a_token_the_page_answers_401(api):
-    client, _, run_id = api
-    assert client.get(f"/common-ai/journal/{DAG_ID}", params={"run_id": run_id, "task_id": "kept"}).status_code == 401
+@pytest.mark.parametrize("path", ["journal", "api/journal"])
+def test_without_signing_in_the_page_is_refused(api, path):
+    response = get(api, None, path, "kept")
+    if AIRFLOW_V_3_0_PLUS:
+        assert response.status_code == 401
+    else:  # 2.11's webserver sends them to its login page
+        assert response.status_code == 302
+        assert urlparse(response.headers["Location"]).path == "/login/"
+    assert "ask_expert" not in response.text
 
 
 def test_a_task_that_runs_agents_reads_its_usage_with_durable_usage(finished_run):
+    usage = xcom_value(finished_run[1], "replayed", "durable_usage")
+    assert usage["saved"] == {"requests": 2, "tokens": 30}
+    assert usage["replayed"] == {"model": 2, "tool": 1}
+    assert json.dumps(usage)
+
+
+def xcom_value(run_id: str, task_id: str, key: str):
+    """The value a task instance of the DAG pushed under ``key``, as Airflow reads it back."""
+    if not AIRFLOW_V_3_0_PLUS:
+        from airflow.models.xcom import XCom
+
+        return XCom.get_one(run_id=run_id, dag_id=DAG_ID, task_id=task_id, key=key)
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    run_id = finished_run[1]
     with create_session() as session:
         row = session.scalar(
             select(XComModel).where(
                 XComModel.dag_id == DAG_ID,
                 XComModel.run_id == run_id,
-                XComModel.task_id == "replayed",
-                XComModel.key == "durable_usage",
+                XComModel.task_id == task_id,
+                XComModel.key == key,
             )
         )
-        usage = XComModel.deserialize_value(row)
-    assert usage["saved"] == {"requests": 2, "tokens": 30}
-    assert usage["replayed"] == {"model": 2, "tool": 1}
-    assert json.dumps(usage)
+        return XComModel.deserialize_value(row)
 
 
 #: Summaries as another release, a hand edit or an attacker may have left them: every field of

@@ -4,7 +4,12 @@ through Debian's ``chromium-driver``) opens the Airflow UI of a real api-server,
 "Agent journal" tab of task instances that ran under a real scheduler, and reads what the page
 shows inside the UI's iframe. Takes the screenshots the docs show.
 
-Run with: AIRFLOW_LINE=3.3-prod (or 3.2-prod) bash scripts/test.sh tests/system/test_journal_page_browser.py
+On Airflow 2.11 the same in the form its UI takes: the browser signs in through the webserver's
+login form, opens the task instance in the grid, clicks its "Agent journal" extra link and reads
+the page it opens; and a user who may not read the DAG, opening the page's address, is sent to
+the home page with 2.11's "access denied" message.
+
+Run with: AIRFLOW_LINE=3.3-prod (or 3.2-prod, or 2.11) bash scripts/test.sh tests/system/test_journal_page_browser.py
 after ``apt-get install -y chromium chromium-driver``; UPDATE_SCREENSHOTS=1 writes the docs'
 screenshots (docs/img/journal_page*.png), REQUIRE_BROWSER=1 (CI) fails instead of skipping
 when the browser or Selenium is missing.
@@ -15,21 +20,31 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
 
 import pytest
-from test_journal_page import DAG_ID, finished_run  # noqa: F401 - the module's fixture
+from journal_page_auth import PASSWORD
+from test_journal_page import DAG_ID, finished_run, webserver_users  # noqa: F401 - the module's fixtures
+
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 #: CI sets it: a missing browser or Selenium is then an error, not a skip.
 REQUIRED = os.environ.get("REQUIRE_BROWSER") == "1"
 #: Where the screenshots go: the docs' with UPDATE_SCREENSHOTS=1, else a temporary folder.
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else None
+#: The screenshots of 2.11's page are its own, beside those of the 3.x tab.
+SHOT_SUFFIX = "" if AIRFLOW_V_3_0_PLUS else "_airflow_2"
 
 if not REQUIRED:
     pytest.importorskip(
         "selenium.webdriver", reason="needs Selenium: AIRFLOW_LINE=3.3-prod (constraints/packages-3.3-prod.txt)"
     )
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    NoSuchShadowRootException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -49,23 +64,60 @@ def screenshots(tmp_path) -> Path:
     return SCREENSHOTS or tmp_path
 
 
-@pytest.fixture(scope="module")
-def browser():
+def chromium():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1000"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+
+
+def sign_in(driver, url: str, username: str) -> None:
+    """On 2.11: sign in through the webserver's login form (Flask-AppBuilder's), as a person does."""
+    driver.get(f"{url}/login/")
+    driver.find_element(By.ID, "username").send_keys(username)
+    driver.find_element(By.ID, "password").send_keys(PASSWORD)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(driver, 60).until(lambda page: urlparse(page.current_url).path != "/login/")
+
+
+@pytest.fixture(scope="module")
+def browser(finished_run, webserver_users):  # noqa: F811 - the fixtures imported above
+    driver = chromium()
     try:
+        if not AIRFLOW_V_3_0_PLUS:
+            sign_in(driver, finished_run[0].url, "reader")
         yield driver
     finally:
         driver.quit()
 
 
+def extra_link(name: str):
+    """On 2.11, for a wait: the task instance's extra link ``name`` once the grid shows it.
+
+    The grid draws into a shadow root of ``#root`` (2.11 isolates its styles so), which a
+    search of the page does not enter."""
+
+    def shown(page):
+        try:
+            links = page.find_element(By.ID, "root").shadow_root.find_elements(By.CSS_SELECTOR, "a")
+            return next((link for link in links if link.text == name and link.is_displayed()), False)
+        except (NoSuchElementException, NoSuchShadowRootException, StaleElementReferenceException):
+            return False
+
+    return shown
+
+
 def open_journal_tab(browser, finished_run, task_id: str):  # noqa: F811
     services, run_id, _ = finished_run
-    browser.get(f"{services.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/{task_id}/plugin/agent_journal")
     wait = WebDriverWait(browser, 60)
+    if not AIRFLOW_V_3_0_PLUS:
+        # 2.11: the task instance in the grid, and its "Agent journal" extra link.
+        browser.get(f"{services.url}/dags/{DAG_ID}/grid?dag_run_id={quote(run_id, safe='')}&task_id={task_id}")
+        wait.until(extra_link("Agent journal")).click()
+        wait.until(expected_conditions.presence_of_element_located((By.ID, "tries")))
+        return browser
+    browser.get(f"{services.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/{task_id}/plugin/agent_journal")
     frame = wait.until(
         expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "iframe[title='Agent journal']"))
     )
@@ -102,7 +154,7 @@ def test_the_tab_of_a_task_that_failed_for_good_shows_its_journal_with_the_neste
         assert try_1[4] == "5 (model 4, tool 1)"
     finally:
         page.switch_to.default_content()
-    browser.save_screenshot(str(screenshots / "journal_page.png"))
+    browser.save_screenshot(str(screenshots / f"journal_page{SHOT_SUFFIX}.png"))
 
 
 def test_the_tab_of_a_task_that_replayed_shows_what_each_try_did_after_its_journal_is_gone(
@@ -122,4 +174,26 @@ def test_the_tab_of_a_task_that_replayed_shows_what_each_try_did_after_its_journ
         assert "model 'gpt-4.1' at 3.1" in try_2[7] and "input item 0 differs" in try_2[7]
     finally:
         page.switch_to.default_content()
-    browser.save_screenshot(str(screenshots / "journal_page_tries.png"))
+    browser.save_screenshot(str(screenshots / f"journal_page_tries{SHOT_SUFFIX}.png"))
+
+
+@pytest.mark.skipif(
+    AIRFLOW_V_3_0_PLUS,
+    reason="on Airflow 3 the UI here runs with the simple auth manager's all-admins; "
+    "test_journal_page.py checks the api-server's 403 for a user who may not read the DAG",
+)
+def test_a_user_who_may_not_read_the_dag_is_sent_away_from_the_page_and_sees_nothing_of_the_journal(
+    finished_run,  # noqa: F811 - the fixture imported above
+    webserver_users,  # noqa: F811
+):
+    services, run_id, _ = finished_run
+    driver = chromium()
+    try:
+        sign_in(driver, services.url, "outsider")
+        driver.get(f"{services.url}/common-ai/journal/{DAG_ID}?run_id={quote(run_id, safe='')}&task_id=kept")
+        WebDriverWait(driver, 60).until(lambda page: urlparse(page.current_url).path == "/home")
+        assert "Access is Denied" in driver.find_element(By.TAG_NAME, "body").text
+        assert driver.find_elements(By.ID, "journal") == []
+        assert "ask_expert" not in driver.page_source
+    finally:
+        driver.quit()
