@@ -33,7 +33,7 @@ def _refused(reload_with, version: str) -> str:
     return message
 
 
-@pytest.mark.parametrize("version", ["2.10.5", "2.11.0b1", "1.10.15"])
+@pytest.mark.parametrize("version", ["2.10.5", "2.10.0b1", "1.10.15"])
 def test_an_airflow_older_than_2_11_is_refused_naming_the_minimum(reload_with, version):
     assert "it needs Apache Airflow 2.11.0+" in _refused(reload_with, version)
 
@@ -49,7 +49,7 @@ def test_airflow_3_0_and_3_1_are_refused_with_the_reason(reload_with, version):
 
 # A pre-release counts as its base version, as Airflow's own providers count it.
 @pytest.mark.parametrize(
-    "version", ["2.11.0", "2.11.2", "2.12.0.dev0", "3.2.0", "3.2.0b1", "3.2.2", "3.3.2", "3.4.0.dev0", "4.0.0"]
+    "version", ["2.11.0", "2.11.0b1", "2.11.2", "3.2.0", "3.2.0b1", "3.2.2", "3.3.2", "3.4.0.dev0", "4.0.0"]
 )
 def test_a_supported_airflow_imports(reload_with, version):
     assert reload_with(version).MIN_AIRFLOW_VERSION == "2.11.0"

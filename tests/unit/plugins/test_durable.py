@@ -21,6 +21,7 @@ from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_KEY_PR
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.plugins import durable as listener
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 
 class TaskStateStore:
@@ -439,6 +440,10 @@ def test_a_try_that_waits_or_skips_itself_is_not_kept_as_failed(monkeypatch, tmp
     listener.on_task_instance_running(previous_state="queued", task_instance=ti)
     with pytest.raises(type(error)):
         ti.task.execute(context={})
+    if ending == "AirflowSkipException" and not AIRFLOW_V_3_0_PLUS:
+        # Airflow 2.11 tells listeners nothing of a skip: the try ends as it skips, as a success.
+        assert outcomes(task.store) == ["success"]
+        return
     assert outcomes(task.store) == ["unfinished"]  # kept after the agent's run, as the try goes on
 
 
