@@ -359,6 +359,8 @@ class Deferred(BaseException):
 class Operator:
     """Defers as an operator does: the task waits on the trigger."""
 
+    task_id = "pay"
+
     def defer(self, *, trigger: ApprovalTrigger, method_name: str, kwargs: dict) -> None:
         assert method_name == "execute_complete"
         raise Deferred(trigger, kwargs)
