@@ -187,7 +187,10 @@ def test_a_decision_is_recorded_and_a_retry_after_a_later_failure_replays_it_wit
     assert runs == {"wire_money 5": 1, "report": 2}
     assert task.replayed == {"model": 2, "tool": 1, APPROVAL_STEP: 1}
     # The summary line says which approval the run went on with, and who gave it.
-    assert task.journal.stats.summary().endswith(", approvals: wire_money approved by alice")
+    assert task.journal.stats.summary().endswith(
+        ", approvals: wire_money approved by alice, "
+        "calls found in flight: report at 1.5 (rerun): ran again with the same idempotency key"
+    )
 
 
 def test_the_recorded_decision_is_an_approval_step_after_the_answer_that_asked_for_it():

@@ -1,10 +1,11 @@
 """
 The journal's storage format, pinned by journals the code that writes them recorded.
 
-``golden/format_4`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
-scenario of ``golden/scenarios.py``, ``golden/format_3`` and ``golden/format_2`` what the
+``golden/format_5`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
+scenario of ``golden/scenarios.py``, ``golden/format_4`` to ``golden/format_2`` what the
 releases before recorded (format 3 added the part digests that name what changed, format 4 stores
-for a later model call of a run only the digests of the input items it added); each is replayed
+for a later model call of a run only the digests of the input items it added, format 5 keeps when
+a call in flight started); each is replayed
 here by the next try of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0
 wrote: this release sets it aside.
 """
@@ -33,8 +34,9 @@ FORMAT_1 = GOLDEN / "format_1"
 FORMAT_2 = GOLDEN / "format_2"
 FORMAT_3 = GOLDEN / "format_3"
 FORMAT_4 = GOLDEN / "format_4"
+FORMAT_5 = GOLDEN / "format_5"
 #: Every format this release replays, each with its golden journals.
-REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4]
+REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5]
 RECORDER = GOLDEN / "record.py"
 
 SCENARIO_NAMES = [scenario.name for scenario in SCENARIOS]
@@ -85,7 +87,7 @@ def golden(request):
     return request.param
 
 
-def replayed(name: str, golden: Path = FORMAT_4) -> Try:
+def replayed(name: str, golden: Path = FORMAT_5) -> Try:
     return SCENARIOS_BY_NAME[name].replay(storage_of(golden_entries(golden / name)))
 
 
@@ -146,6 +148,17 @@ def test_format_4_holds_the_fingerprints_of_format_3_and_for_a_later_model_call_
         assert parts_4["input"]["added"] == parts_3["input"][start:]
         assert 0 < start < len(parts_3["input"])
         assert {**parts_4, "input": None} == {**parts_3, "input": None}
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_format_5_is_format_4_with_when_a_call_in_flight_started(name):
+    format_4, format_5 = golden_entries(FORMAT_4 / name), golden_entries(FORMAT_5 / name)
+    assert set(format_4) == set(format_5)
+    for key in set(format_5) - {"0"}:
+        entry_4, entry_5 = json.loads(format_4[key]), json.loads(format_5[key])
+        if entry_5["state"] == "in_flight":
+            assert entry_5.pop("meta") == {"started": "2026-01-01T00:00:00+00:00"}
+        assert {**entry_5, "format": 4} == entry_4
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)

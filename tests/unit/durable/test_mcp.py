@@ -30,17 +30,19 @@ from agents.version import __version__ as SDK_VERSION
 from mcp_servers import KEY_META, PNG, SERVER, http_server, read_calls, stdio_params, tools_called
 from tries import Task, WorkerDied
 
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import (
+    Happened,
+    current_idempotency_key,
+    in_flight,
+    run_durably,
+    run_durably_streamed,
+)
 from airflow.providers.common.ai.durable.openai_agents._mcp import (
     IDEMPOTENCY_KEY_META,
     PRIVATE_ATTRIBUTES,
     RECORDED_CUSTOM_DATA,
     restore_custom_data,
-)
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.openai_agents import (
-    current_idempotency_key,
-    run_durably,
-    run_durably_streamed,
 )
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
@@ -230,6 +232,49 @@ def test_a_call_cut_off_mid_call_runs_again_with_the_same_key_so_the_server_can_
     assert output_texts(second) == ["already sent to ops@example.com"]
     assert task.replayed == {"model": 1}
     assert task.ran_live == {"tool": 1, "model": 1}
+
+
+def test_an_mcp_servers_in_flight_policy_resolves_a_cut_off_call_and_a_tools_own_policy_overrides_it(stdio, caplog):
+    def dies_in(tool: str) -> Any:
+        def worker_dies_after_the_server_answered(context):
+            if context.tool_name == tool:
+                raise WorkerDied
+
+        return worker_dies_after_the_server_answered
+
+    def sent(key: str, arguments: Any) -> Happened | None:
+        # The outside system, asked by the key: the server's log of what it did.
+        done = [call for call in read_calls(stdio.calls) if call["key"] == key and call.get("sent")]
+        return Happened(f"already sent to {arguments['to']}") if done else None
+
+    def connected(**kwargs: Any) -> MCPServer:
+        return in_flight("verify", verify=sent, tools={"add": in_flight(safe_to_repeat=True)})(stdio.connect(**kwargs))
+
+    mail, add = [call("send_mail", "c1", to="ops@example.com", text="Hi")], [call("add", "c2", a=1, b=2)]
+    task = McpTask()
+    server = connected(custom_data_extractor=dies_in("send_mail"))
+    with pytest.raises(WorkerDied):
+        task.attempt(agent(model(mail), server), servers=(server,))
+
+    # Try 2: send_mail, in flight, is verified and not run again; then add is cut off.
+    second = model(add)
+    server = connected(custom_data_extractor=dies_in("add"))
+    with pytest.raises(WorkerDied):
+        task.attempt(agent(second, server), servers=(server,))
+    assert output_texts(second) == ["already sent to ops@example.com"]
+    assert [(c["tool"], c["policy"], c["outcome"]) for c in task.journal.stats.in_flight] == [
+        ("send_mail", "verify", "it happened")
+    ]
+
+    # Try 3: add, safe to repeat by its own policy, runs again without a warning.
+    third = model(text("Sent, and 3."))
+    server = connected()
+    with caplog.at_level("WARNING"):
+        task.attempt(agent(third, server), servers=(server,))
+    assert stdio.received == ["add", "add", "send_mail"]
+    assert output_texts(third) == ["already sent to ops@example.com", "3"]
+    assert [(c["tool"], c["policy"]) for c in task.journal.stats.in_flight] == [("add", "rerun")]
+    assert "never finished" not in caplog.text
 
 
 def test_a_replayed_call_carries_the_custom_data_the_servers_extractor_gave_its_live_call(stdio):

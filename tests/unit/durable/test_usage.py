@@ -104,4 +104,5 @@ def test_usage_as_json_names_totals_models_savings_and_counts():
         "replayed": {"model": 3, "tool": 1},
         "live": {"model": 3},
         "not_recorded": {"tool": 1},
+        "in_flight": [],
     }

@@ -530,6 +530,7 @@ def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_f
         "replayed": {},
         "live": {"model": 2, "tool": 2},
         "not_recorded": {},
+        "in_flight": [],
     }
 
     tries.run(op)
@@ -544,6 +545,7 @@ def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_f
         "replayed": {"model": 2, "tool": 2},
         "live": {"model": 1},
         "not_recorded": {},
+        "in_flight": [],
     }
 
 

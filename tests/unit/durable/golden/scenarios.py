@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 from agents import (
     Agent,
@@ -32,6 +33,7 @@ from agents import (
 from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
+from airflow.providers.common.ai.durable.core import steps
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import (
     current_idempotency_key,
@@ -129,7 +131,9 @@ class Scenario:
 def recorded(scenario: Scenario) -> dict[str, str]:
     """The entries ``scenario``'s recording leaves, by key, as stored (JSON text)."""
     storage = InMemoryStorage()
-    scenario.record(storage)
+    # An in-flight mark says when its call started (format 5): the same moment on every recording.
+    with mock.patch.object(steps, "started_now", return_value={"started": "2026-01-01T00:00:00+00:00"}):
+        scenario.record(storage)
     return dict(storage.entries)
 
 

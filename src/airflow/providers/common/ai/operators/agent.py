@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 try:
     from agents import Agent, Model, ModelResponse, MultiProvider, RunConfig, RunContextWrapper, RunHooks, Runner
@@ -67,7 +68,8 @@ class AgentOperator(BaseOperator):
     :param notifiers: Airflow notifiers called with the task's context when an approval request
         is created, as in ``HITLOperator``.
 
-    With ``durable=True``, a tool call that needs approval (``needs_approval``) creates an
+    With ``durable=True``, a tool call that needs approval (``needs_approval``), or a call found in
+    flight on a retry whose tool's policy is ``in_flight("ask")``, creates an
     Airflow human-in-the-loop request (subject: agent and tool; body: the masked arguments;
     options Approve and Reject) and the task defers to the triggerer until a person answers
     (run a triggerer). The task then resumes: the calls before the approval replay, the approved
@@ -189,12 +191,14 @@ class AgentOperator(BaseOperator):
         run_config = self._get_run_config()
         run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": run_config}
         counted = _CountedUsage(run_config)
-        from airflow.providers.common.ai.durable.core.approvals import answering_approvals
+        from airflow.providers.common.ai.durable.core.approvals import AwaitingAnswer, answering_approvals
 
+        result: RunResult | None = None
         try:
             agent = self._get_agent()
             if self.durable:
-                with answering_approvals(self._answer) as desk:
+                # AwaitingAnswer: a call found in flight whose tool's policy is "ask" (desk.pending).
+                with answering_approvals(self._answer) as desk, contextlib.suppress(AwaitingAnswer):
                     result = run_durably_sync(agent, self.prompt, hooks=counted, **run_kwargs)
             else:
                 result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
@@ -202,12 +206,12 @@ class AgentOperator(BaseOperator):
             # Also when the try fails: what it used as far as it got.
             usage = self._get_usage(counted)
             context["ti"].xcom_push(key=USAGE_XCOM_KEY, value=usage.to_dict())
-        if result.interruptions:
+        if result is None or result.interruptions:
             self._wait_for_approval(context, desk if self.durable else None)
         self._log_usage(result, usage)
         return to_jsonable_python(result.final_output)
 
-    def _wait_for_approval(self, context: Context, desk: Any) -> None:
+    def _wait_for_approval(self, context: Context, desk: Any) -> NoReturn:
         from airflow.providers.common.ai.durable.airflow.approvals import wait_for_answer
 
         if desk is None or desk.pending is None:

@@ -154,7 +154,8 @@ def _step_rows(runs: list[dict[str, Any]], depth: int = 0) -> list[str]:
                 f'<td style="padding-left:{8 + 24 * depth}px">{_e(run["run"])}</td>'
                 f"<td>{_e(step['key'])}</td><td class=number>{_e(step['position'])}</td>"
                 f"<td>{_e(step['kind'])}</td><td>{_e(step['name'])}</td><td>{_e(step['state'])}</td>"
-                f"<td class=number>{_e(step['size'])}</td><td class=number>{_e(step['tokens'])}</td></tr>"
+                f"<td class=number>{_e(step['size'])}</td><td class=number>{_e(step['tokens'])}</td>"
+                f"<td class=in-flight>{_e(step.get('in_flight') or '')}</td></tr>"
             )
             rows.extend(_step_rows(step["runs"], depth + 1))
     return rows
@@ -183,7 +184,7 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
     for summary in tries:
         if "problem" in summary:
             rows.append(
-                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=8>{_e(summary['problem'])}</td></tr>"
+                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=9>{_e(summary['problem'])}</td></tr>"
             )
             continue
         usage = summary["usage"] or {}
@@ -197,6 +198,11 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
             f"{' (replayed)' if a['replayed'] else ''}</li>"
             for a in summary["approvals"] or []
         )
+        in_flight = "".join(
+            f"<li>{_cell(c['tool'])} at {_cell(c['step'])} (key {_cell(c['idempotency_key'])}, "
+            f"{_cell(c['policy'])}): {_cell(c['outcome'])}</li>"
+            for c in usage.get("in_flight") or []
+        )
         rows.append(
             f'<tr class="try" data-try="{_e(summary["try_number"])}">'
             f"<td>{_e(summary['try_number'])}</td><td>{_cell(summary['outcome'])}</td>"
@@ -208,11 +214,12 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
             f"requests; {_cell(saved.get('tokens'))} saved in {_cell(saved.get('requests'))} replayed "
             f"requests</td>"
             f"<td class=divergences><ul>{divergences}</ul></td>"
-            f"<td class=approvals><ul>{approvals}</ul></td></tr>"
+            f"<td class=approvals><ul>{approvals}</ul></td>"
+            f"<td class=in-flight><ul>{in_flight}</ul></td></tr>"
         )
         if summary["unreadable"]:
             rows.append(
-                f"<tr class=unreadable><td></td><td colspan=8 class=problem>Parts of this summary this release "
+                f"<tr class=unreadable><td></td><td colspan=9 class=problem>Parts of this summary this release "
                 f"cannot read: {_e(', '.join(summary['unreadable']))}</td></tr>"
             )
     return rows
@@ -224,14 +231,15 @@ def render_page(view: dict[str, Any]) -> str:
     tries = _try_rows(view["tries"])
     journal = (
         "<table id=journal><tr><th>Run</th><th>Key</th><th>Position</th><th>Kind</th><th>Name</th>"
-        f"<th>State</th><th>Size (bytes)</th><th>Tokens</th></tr>{''.join(steps)}</table>"
+        f"<th>State</th><th>Size (bytes)</th><th>Tokens</th><th>Found in flight</th></tr>{''.join(steps)}</table>"
         if steps
         else "<p class=empty id=journal>No journal: the task instance succeeded (its journal was deleted) or "
         "ran no durable agent.</p>"
     )
     summaries = (
         "<table id=tries><tr><th>Try</th><th>Outcome</th><th>As of</th><th>Replayed</th><th>Ran live</th>"
-        f"<th>Could not record</th><th>Tokens</th><th>Divergences</th><th>Approvals</th></tr>{''.join(tries)}</table>"
+        f"<th>Could not record</th><th>Tokens</th><th>Divergences</th><th>Approvals</th><th>Calls found in flight</th>"
+        f"</tr>{''.join(tries)}</table>"
         if tries
         else "<p class=empty id=tries>No try summaries kept for this task instance.</p>"
     )

@@ -11,8 +11,9 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.approvals import (
     APPROVE,
     OPTIONS,
@@ -48,10 +49,15 @@ def answer_of(event: dict[str, Any], step_key: str | None, fingerprint: str | No
             )
         raise ApprovalFailed(f"Durable: the approval request failed: {event.get('error')}")
     chosen = event.get("chosen_options") or []
-    if chosen not in ([APPROVE], [REJECT]):
-        raise ApprovalFailed(f"Durable: the approval request was answered with {chosen!r}, not {APPROVE} or {REJECT}")
     user = event.get("responded_by_user")
     by = user.get("name") or user.get("id") if isinstance(user, dict) else None
+    if len(chosen) == 1 and chosen[0] in in_flight.OPTIONS:
+        # About a call found in flight: the person may have written the output to hand the model.
+        output = (event.get("params_input") or {}).get(in_flight.OUTPUT_PARAM)
+        text = output if isinstance(output, str) and output.strip() else in_flight.DEFAULT_OUTPUT
+        return Answer(step_key, fingerprint, in_flight.InFlightDecision(chosen[0], text, by))
+    if chosen not in ([APPROVE], [REJECT]):
+        raise ApprovalFailed(f"Durable: the approval request was answered with {chosen!r}, not {APPROVE} or {REJECT}")
     decision = Decision(approved=chosen == [APPROVE], by=by, timed_out=bool(event.get("timedout")) and user is None)
     return Answer(step_key, fingerprint, decision)
 
@@ -115,6 +121,18 @@ class ApprovalFailed(Exception):
     """An approval request ended without a usable answer."""
 
 
+def _output_form() -> dict[str, Any]:
+    """The request's form for a call found in flight: the output to hand the model if it happened."""
+    from airflow.sdk import Param
+
+    param = Param(
+        in_flight.DEFAULT_OUTPUT,
+        type="string",
+        title="What to tell the agent the call returned (if it happened)",
+    )
+    return {in_flight.OUTPUT_PARAM: param.serialize()}
+
+
 def check_approvals_supported(task_id: str, what: str) -> None:
     """Refuses ``what`` (an approval feature a task asks for) on an Airflow line without human-in-the-loop."""
     from airflow import __version__
@@ -155,7 +173,7 @@ def wait_for_answer(
     response_timeout: timedelta | None,
     defaults: list[str] | None,
     notifiers: Sequence[Any],
-) -> None:
+) -> NoReturn:
     """
     Create the human-in-the-loop request for ``pending`` (unless an earlier try made it) and defer
     the task to :class:`~airflow.providers.common.ai.durable.airflow.approval_trigger.ApprovalTrigger`
@@ -171,9 +189,13 @@ def wait_for_answer(
     pending = desk.pending
     if pending is None:
         raise ValueError("wait_for_answer needs a desk with a pending approval")
-    check_approvals_supported(
-        operator.task_id, f"{', '.join(call.tool for call in pending.requests)}, asked by the agent"
-    )
+    params: dict[str, Any] = {}
+    if isinstance(pending, in_flight.PendingInFlightQuestion):
+        # Approve and Reject do not answer it: a response timeout fails the task, journal kept.
+        tools, defaults, params = f"{pending.tool} (found in flight)", None, _output_form()
+    else:
+        tools = ", ".join(call.tool for call in pending.requests)
+    check_approvals_supported(operator.task_id, f"{tools}, asked by the agent")
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
 
@@ -189,7 +211,6 @@ def wait_for_answer(
             pending.subject,
             pending.body,
         )
-    tools = ", ".join(call.tool for call in pending.requests)
     ti_id = context["task_instance"].id
     if pending.asked:
         # Creating it again would erase the answer a person may have given it.
@@ -201,16 +222,16 @@ def wait_for_answer(
     else:
         upsert_hitl_detail(
             ti_id=ti_id,
-            options=OPTIONS,
+            options=pending.options,
             subject=pending.subject,
             body=pending.body,
             defaults=defaults,
             multiple=False,
-            params={},
+            params=params,
             assigned_users=assigned_users,
         )
         desk.record_asked()
-        log.info("Durable: waiting for a person to approve or reject step=%s tools=%s", pending.step_key, tools)
+        log.info("Durable: waiting for a person's answer step=%s tools=%s", pending.step_key, tools)
         for notifier in notifiers:
             notifier(context)
     now = utcnow()
@@ -218,9 +239,9 @@ def wait_for_answer(
     operator.defer(
         trigger=ApprovalTrigger(
             ti_id=ti_id,
-            options=OPTIONS,
+            options=pending.options,
             defaults=defaults,
-            params={},
+            params=params,
             multiple=False,
             timeout_datetime=now + response_timeout if response_timeout else None,
             not_before=not_before,
@@ -228,3 +249,4 @@ def wait_for_answer(
         method_name=method_name,
         kwargs={**pending.resume_kwargs(), "not_before": not_before},
     )
+    raise AssertionError("BaseOperator.defer raises TaskDeferred")

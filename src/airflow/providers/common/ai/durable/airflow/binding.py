@@ -1,6 +1,7 @@
 """
 Installs into the journal core what it asks of Airflow: the ``[core] fernet_key`` setting, the
-secrets masker, and the journal of the running task instance. The provider's ``durable`` package
+secrets masker, the journal of the running task instance, the exception that fails a task for
+good, and whether this Airflow can ask a person (human-in-the-loop). The provider's ``durable`` package
 installs it on import, so the core behaves the same whichever module is imported first.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.durable.core import encryption, masking, scope
+from airflow.providers.common.ai.durable.core import encryption, in_flight, masking, scope
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
@@ -59,12 +60,27 @@ def _bound_journal_of_running_task() -> DurableJournal | None:
     return bound_journal_of_running_task()
 
 
+def _asking_unsupported() -> str | None:
+    from airflow import __version__
+    from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+
+    if AIRFLOW_V_3_2_PLUS:
+        return None
+    return (
+        "needs Airflow's human-in-the-loop support, which Airflow 3.2 and later have, not Airflow "
+        f"{__version__}: upgrade Airflow, or choose 'verify' or 'fail'"
+    )
+
+
 def install() -> None:
-    """Make the journal core use Airflow's Fernet key, secrets masker and running task instance."""
+    """Make the journal core use Airflow's Fernet key, secrets masker, running task instance and failures."""
     from airflow.exceptions import AirflowConfigException
+    from airflow.providers.common.compat.sdk import AirflowFailException
 
     encryption.fernet_key_setting = _fernet_key_setting
     encryption.invalid_key_error = AirflowConfigException
     masking.secrets_redactor = _secrets_redactor
     scope.journal_provider = _journal_of_running_task
     scope.bound_journal_provider = _bound_journal_of_running_task
+    in_flight.failing_error = AirflowFailException
+    in_flight.asking_unsupported = _asking_unsupported

@@ -199,6 +199,7 @@ _SHAPE: dict[Any, Any] = {
         "replayed": {str: _COUNT},
         "live": {str: _COUNT},
         "not_recorded": {str: _COUNT},
+        "in_flight": [{"step": _TEXT, "tool": _TEXT, "idempotency_key": _TEXT, "policy": _TEXT, "outcome": _TEXT}],
     },
     "divergences": [{"key": _TEXT, "step": _TEXT, "reason": _TEXT}],
     "not_recorded": [_TEXT],

@@ -21,14 +21,14 @@ asks Airflow and resumes with the answer, ``openai_agents`` turns the SDK's inte
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.core.masking import masked_text
+from airflow.providers.common.ai.durable.core.in_flight import InFlightDecision, PendingInFlightQuestion
+from airflow.providers.common.ai.durable.core.masking import shown_arguments
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 
@@ -42,8 +42,6 @@ OPTIONS = [APPROVE, REJECT]
 APPROVAL_STEP = "approval"
 #: What an approval step records once its request is made, until a decision replaces it (a storage format).
 ASKED = "asked"
-#: The longest arguments text a request's body shows; longer ones are cut, saying so.
-MAX_ARGUMENTS_SHOWN = 4000
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,8 @@ class Answer:
 
     step_key: str | None
     fingerprint: str | None
-    decision: Decision
+    #: An approval's decision, or a decision about a call found in flight (R-56).
+    decision: Decision | InFlightDecision
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,8 @@ class PendingApproval:
     #: An earlier try made this request: its answer, if one was given, is Airflow's to hand back.
     asked: bool = False
 
+    options = OPTIONS
+
     @property
     def subject(self) -> str:
         agents = ", ".join(dict.fromkeys(repr(request.agent) for request in self.requests))
@@ -102,48 +103,33 @@ class PendingApproval:
     @property
     def body(self) -> str:
         """Each call's tool and its arguments, masked as the task log masks them, as Markdown."""
-        parts = []
-        for request in self.requests:
-            arguments = masked_text(_pretty(request.arguments))
-            if len(arguments) > MAX_ARGUMENTS_SHOWN:
-                arguments = f"{arguments[:MAX_ARGUMENTS_SHOWN]}\n... ({len(arguments)} characters in all)"
-            # A fence longer than any run of backticks in the arguments, so they cannot close it.
-            fence = "`" * max(3, _longest_backtick_run(arguments) + 1)
-            parts.append(f"**{request.tool}** (call `{request.call_id}`)\n\n{fence}\n{arguments}\n{fence}")
-        return "\n\n".join(parts)
+        return "\n\n".join(
+            f"**{request.tool}** (call `{request.call_id}`)\n\n{shown_arguments(request.arguments)}"
+            for request in self.requests
+        )
 
     def resume_kwargs(self) -> dict[str, str]:
         """What the resumed method gets back, to tell which approval the answer is for."""
         return {"step_key": self.step_key, "fingerprint": self.fingerprint}
 
 
-def _pretty(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except (ValueError, RecursionError):
-        return arguments
-
-
-def _longest_backtick_run(text: str) -> int:
-    longest = current = 0
-    for character in text:
-        current = current + 1 if character == "`" else 0
-        longest = max(longest, current)
-    return longest
+class AwaitingAnswer(Exception):
+    """A run stopped for a question to a person (the desk's :attr:`~ApprovalDesk.pending`) before it could go on."""
 
 
 class ApprovalDesk:
     """
     The decisions of one try's runs: recorded ones replay, the ``answer`` the try was resumed with
-    is recorded once, and the first approval with neither becomes :attr:`pending`.
+    is recorded once, and the first approval with neither becomes :attr:`pending`. It also takes
+    the decisions about calls found in flight whose tool's policy is ``ask`` (R-56).
     """
 
     def __init__(self, answer: Answer | None = None) -> None:
         self.answer = answer
         #: An earlier request of this task instance was answered: Airflow shows its text for the next.
         self.asked_before = answer is not None
-        #: The approval this try must ask for, once a run stopped for one it has no decision for.
-        self.pending: PendingApproval | None = None
+        #: What this try must ask, once a run stopped for an approval or a call in flight it has no decision for.
+        self.pending: PendingApproval | PendingInFlightQuestion | None = None
         self._pending_step: JournalStep | None = None
         #: The decisions this try applied, for the log: each with the tools it was for.
         self.decided: list[tuple[tuple[str, ...], Decision, bool]] = []
@@ -167,7 +153,8 @@ class ApprovalDesk:
             step.handed_out()
         self.asked_before = self.asked_before or replayed
         if decision is None:
-            decision = self._answer_for(step, asked=asked)
+            answer = self._answer_for(step, asked=asked)
+            decision = answer if isinstance(answer, Decision) else None
             if decision is None:
                 if self.pending is None and step.fingerprint is not None:
                     self.pending = PendingApproval(step.key, step.fingerprint, requests, asked=asked)
@@ -186,15 +173,30 @@ class ApprovalDesk:
         step.run.journal.stats.approvals.append(f"{', '.join(tools)} {decision.describe()}")
         return [decision] * len(requests)
 
+    def decide_in_flight(self, step: JournalStep, question: PendingInFlightQuestion) -> InFlightDecision | None:
+        """
+        The decision about the call in flight at ``step`` the try was resumed with, or ``None``:
+        then :attr:`pending` asks ``question``. A decision is recorded by the call's resolution.
+        """
+        answer = self._answer_for(step, asked=question.asked)
+        if isinstance(answer, InFlightDecision):
+            return answer
+        if self.pending is None:
+            self.pending, self._pending_step = question, step
+        return None
+
     def record_asked(self) -> None:
         """Record at the pending step that its request was made, before the task waits for the answer."""
         step = self._pending_step
         if step is None:
             raise ValueError("record_asked needs a desk with a pending approval")
-        step.record(ASKED)
+        if isinstance(self.pending, PendingInFlightQuestion):
+            step.mark_in_flight(asked=True)
+        else:
+            step.record(ASKED)
         step.run.journal.settle()
 
-    def _answer_for(self, step: JournalStep, *, asked: bool) -> Decision | None:
+    def _answer_for(self, step: JournalStep, *, asked: bool) -> Decision | InFlightDecision | None:
         answer, self.answer = self.answer, None
         if answer is None:
             return None

@@ -17,10 +17,11 @@ log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 
 #: The format version every entry carries. A change to the entry's fields is a new version.
 #: Format 3 added "parts" (the digests that name what changed); format 4 stores, for a model call
-#: after the first of its run, only the digests of the input items it added. Formats 2 and 3 replay
-#: as they are: their fingerprints are the ones this release computes.
-FORMAT_VERSION = 4
-_READABLE_FORMATS = frozenset({2, 3, 4})
+#: after the first of its run, only the digests of the input items it added; format 5 keeps in an
+#: in-flight mark when the call started and how a call found in flight was resolved (``meta``).
+#: Formats 2 to 4 replay as they are: their fingerprints are the ones this release computes.
+FORMAT_VERSION = 5
+_READABLE_FORMATS = frozenset({2, 3, 4, 5})
 
 # The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.

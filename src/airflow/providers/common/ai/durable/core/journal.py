@@ -293,6 +293,7 @@ class DurableJournal:
                 else:
                     run._stored.pop(step.position, None)
             if error is not None:
+                step.refused = what
                 if what == "result":
                     step.recorded = None
                 self._not_recorded(step, what, f"the store refused it: {error}")

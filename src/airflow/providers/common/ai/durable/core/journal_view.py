@@ -3,7 +3,8 @@ What a stored journal holds, as the journal page shows it: its runs, each run's 
 order, and the runs started under a step nested below it.
 
 Read from the entries' texts alone (no agent SDK), and showing only an entry's key, kind, name,
-state, size and recorded tokens: never a recorded result or request.
+state, size, recorded tokens and, for a call an earlier try left in flight, how it was resolved:
+never a recorded result or request.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, is_snapshot_key
+from airflow.providers.common.ai.durable.core.in_flight import ASKED_META, RESOLUTION_META
 
 #: How deep runs nest on the page; a run under more steps than that shows at the top, by its key.
 _MAX_NESTING = 16
@@ -37,6 +39,8 @@ class StepView:
     state: str
     size: int
     tokens: int | None
+    #: How a call found in flight was resolved (R-56), or that a person was asked about it.
+    in_flight: str | None = None
     runs: list[RunView] = field(default_factory=list)
 
 
@@ -78,8 +82,12 @@ def _step(key: str, text: str) -> StepView:
     if not isinstance(entry, dict):
         return StepView(key, position, "?", "?", "cannot be read", size, None)
     meta = entry.get("meta")
-    tokens = meta.get("tokens") if isinstance(meta, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    tokens = meta.get("tokens")
     state = entry.get("state")
+    resolution = meta.get(RESOLUTION_META)
+    if meta.get(ASKED_META) is True:
+        resolution = "a person was asked whether it took effect; no answer recorded yet"
     return StepView(
         key,
         position,
@@ -88,6 +96,7 @@ def _step(key: str, text: str) -> StepView:
         STATE_NAMES.get(state, _text(state)) if isinstance(state, str) else "cannot be read",
         size,
         tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+        _text(resolution) if resolution is not None else None,
     )
 
 
@@ -123,6 +132,7 @@ def as_json(runs: list[RunView]) -> list[dict[str, Any]]:
             "state": view.state,
             "size": view.size,
             "tokens": view.tokens,
+            "in_flight": view.in_flight,
             "runs": as_json(view.runs),
         }
 

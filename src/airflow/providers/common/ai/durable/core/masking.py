@@ -135,3 +135,28 @@ def _redactor() -> Callable[[Any], Any]:
 
 def _as_it_is(value: Any) -> Any:
     return value
+
+
+#: The longest arguments text a person is shown; longer ones are cut, saying so.
+MAX_ARGUMENTS_SHOWN = 4000
+
+
+def shown_arguments(arguments: str) -> str:
+    """
+    A tool call's arguments (JSON text) as a request to a person shows them: pretty-printed,
+    masked as the task log masks them, cut at :data:`MAX_ARGUMENTS_SHOWN`, in a Markdown fence
+    longer than any run of backticks in them, so that they cannot close it.
+    """
+    try:
+        pretty = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        pretty = arguments
+    shown = masked_text(pretty)
+    if len(shown) > MAX_ARGUMENTS_SHOWN:
+        shown = f"{shown[:MAX_ARGUMENTS_SHOWN]}\n... ({len(shown)} characters in all)"
+    longest = current = 0
+    for character in shown:
+        current = current + 1 if character == "`" else 0
+        longest = max(longest, current)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{shown}\n{fence}"

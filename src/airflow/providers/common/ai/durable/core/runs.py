@@ -143,12 +143,10 @@ class DurableRun:
         elif entry.get("follows") != step.follows:
             self._diverge(step, "an earlier call of this run changed since it was recorded")
         elif state == _IN_FLIGHT:
+            # Its outcome is unknown: the adapter resolves it by its tool's policy.
             step.interrupted = True
-            log.warning(
-                "Durable: a call an earlier try started and never finished runs again step=%s idempotency_key=%s",
-                step.describe(),
-                step.idempotency_key,
-            )
+            meta = entry.get("meta")
+            step.meta = meta if isinstance(meta, dict) else {}
         elif state == _DONE:
             step.replayed = True
             step.result = entry.get("result")

@@ -36,6 +36,9 @@ class JournalStats:
     approvals: list[str] = field(default_factory=list)
     #: Runs that ran live because they could not be told apart from another run asking the same (R-51).
     indistinct_runs: int = 0
+    #: Each call found in flight (outcome unknown) and how its policy resolved it (R-56): step, tool,
+    #: idempotency_key, policy and outcome.
+    in_flight: list[dict[str, str]] = field(default_factory=list)
 
     def usage(self) -> TryUsage:
         """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
@@ -46,6 +49,7 @@ class JournalStats:
             replayed=dict(+self.replayed),
             live=dict(+self.ran_live),
             not_recorded=dict(+self.not_recorded_kinds),
+            in_flight=[dict(call) for call in self.in_flight],
         )
 
     def _count_saved(self, meta: dict[str, Any], sign: int = 1) -> None:
@@ -63,6 +67,10 @@ class JournalStats:
         not_recorded = len(self.not_recorded)
         named = f" ({'; '.join(self.not_recorded)})" if not_recorded else ""
         approvals = f", approvals: {'; '.join(self.approvals)}" if self.approvals else ""
+        in_flight = "; ".join(
+            f"{call['tool']} at {call['step']} ({call['policy']}): {call['outcome']}" for call in self.in_flight
+        )
+        in_flight = f", calls found in flight: {in_flight}" if in_flight else ""
         indistinct = (
             f", {self.indistinct_runs} runs ran live that ask the same as another run in flight: {_NAME_THE_RUNS}"
             if self.indistinct_runs
@@ -70,6 +78,6 @@ class JournalStats:
         )
         return (
             f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}, "
-            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{approvals}"
+            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{approvals}{in_flight}"
             f"{indistinct}"
         )

@@ -21,6 +21,7 @@ from airflow.providers.common.ai.durable.core.entries import (
     FORMAT_VERSION,
 )
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
+from airflow.providers.common.ai.durable.core.in_flight import ASKED_META, RESOLUTION_META, STARTED_META, started_now
 from airflow.providers.common.ai.durable.core.masking import masked, masked_text
 from airflow.providers.common.ai.durable.core.scope import _running_step
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
@@ -68,8 +69,12 @@ class JournalStep:
         self.meta: dict[str, Any] = {}
         #: What this try recorded for this live step (masked), once it did.
         self.recorded: Any = None
-        #: An earlier try started this very call and never finished it.
+        #: An earlier try started this very call and never finished it (``meta`` holds its in-flight mark's).
         self.interrupted = False
+        #: How this call, found in flight, was resolved (R-56): recorded with its in-flight mark and its result.
+        self.resolution: str | None = None
+        #: What of this step's writes the store refused last (``"in-flight mark"``, ``"result"``, ...), if any.
+        self.refused: str | None = None
         #: The journal was read at this step's position and held nothing there.
         self.nothing_recorded = False
         # Whether runs started inside this step may replay their own entries: not once the run
@@ -113,15 +118,13 @@ class JournalStep:
     @contextlib.contextmanager
     def running(self, *, mark_in_flight: bool = False) -> Iterator[JournalStep]:
         """
-        Run the live call of this step inside this block.
-
-        With ``mark_in_flight``, the step is written as started first, so a try that dies during
-        the call leaves the next try a record that this call was interrupted. An exception out of
-        the block marks the step failed; a ``BaseException`` that is not an ``Exception`` (a task
-        timeout, a cancellation) leaves it marked in flight.
+        Run the live call of this step inside this block; with ``mark_in_flight`` it is written
+        as in flight first (see :meth:`mark_in_flight`). An exception out of the block marks the
+        step failed; a ``BaseException`` that is not an ``Exception`` (a task timeout, a
+        cancellation) leaves it marked in flight.
         """
         if mark_in_flight:
-            self._mark(_IN_FLIGHT, "in-flight mark")
+            self.mark_in_flight()
         token = _running_step.set(self)
         try:
             yield self
@@ -130,13 +133,29 @@ class JournalStep:
             raise
         except BaseException:
             # Cut off (the task's timeout, a cancellation, the process exiting): the call may have
-            # done its work, so its in-flight mark stays and the next try warns with its key.
+            # done its work, so its in-flight mark stays for the next try to resolve (R-56).
             self._finish()
             raise
         finally:
             _running_step.reset(token)
 
-    def record(self, result: Any, *, meta: dict[str, Any] | None = None) -> bool:
+    def mark_in_flight(self, *, asked: bool | None = None) -> None:
+        """
+        Write this step as in flight, with when it started and how it came to run (its
+        ``resolution``): a try that dies during the call leaves the next try a record that this
+        call was interrupted. With ``asked`` the call found in flight does not run now: its mark
+        keeps its start and says whether a person was asked about it and not heard yet.
+        """
+        fields: dict[str, Any] = started_now()
+        if asked is not None:
+            fields.update({k: v for k, v in self.meta.items() if k == STARTED_META})
+            if asked:
+                fields[ASKED_META] = True
+        if self.resolution is not None:
+            fields[RESOLUTION_META] = self.resolution
+        self._mark(_IN_FLIGHT, "in-flight mark", meta=fields)
+
+    def record(self, result: Any, *, meta: dict[str, Any] | None = None, ran: bool = True) -> bool:
         """
         Record the result of this live step, masked; return whether a next try can replay it.
 
@@ -144,15 +163,24 @@ class JournalStep:
         summary: the step runs again on the next try and nothing recorded before is touched. A
         result that held a secret is stored masked and runs live again: a replay must never hand
         on ``***`` in place of the secret. The write may still be on its way to the store (see
-        :meth:`DurableJournal.settle`); a store that refuses it then is reported as above.
+        :meth:`DurableJournal.settle`); a store that refuses it then is reported as above. A result
+        the call did not produce (``ran=False``: a call in flight resolved as done) is not counted
+        as a live call.
         """
         if self._incomplete is not None:
             self.fail(self._incomplete)
             return False
-        self._finish()
+        if ran:
+            self._finish()
+        else:
+            self._finished = True
         stored, held_a_secret = masked(result)
         state = _MASKED if held_a_secret else _DONE
-        meta = {**({"tokens": self._tokens} if self._tokens is not None else {}), **(meta or {})}
+        meta = {
+            **({"tokens": self._tokens} if self._tokens is not None else {}),
+            **({RESOLUTION_META: self.resolution} if self.resolution is not None else {}),
+            **(meta or {}),
+        }
         written = self.run.journal._write(self, self._entry(state, result=stored, meta=meta), what="result")
         if written:
             self.recorded = stored
@@ -216,11 +244,11 @@ class JournalStep:
         log.info("Durable: the next try runs this call live again step=%s reason=%r", self.describe(), reason)
         self.run.journal._write(self, self._entry(_DISCARDED), what="discard mark")
 
-    def _mark(self, state: str, what: str) -> None:
+    def _mark(self, state: str, what: str, **fields: Any) -> None:
         # A failure only replaces a mark this try wrote: with none, the next try runs it live anyway.
         if state == _FAILED and not self._marked:
             return
-        self._marked = self.run.journal._write(self, self._entry(state), what=what) or self._marked
+        self._marked = self.run.journal._write(self, self._entry(state, **fields), what=what) or self._marked
 
     def _finish(self) -> None:
         self._finished = True

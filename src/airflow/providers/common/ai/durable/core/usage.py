@@ -38,7 +38,7 @@ class TryUsage:
     One try's usage: requests and tokens per model (only what reached a model in this try), what
     the replay saved (requests and tokens the replayed calls had cost when they ran), and how
     many calls of each kind (``"model"``, ``"tool"``, ...) replayed, ran live, or ran live but
-    could not be recorded.
+    could not be recorded; and each call an earlier try left in flight, with how it was resolved.
     """
 
     models: dict[str, ModelUsage] = field(default_factory=dict)
@@ -47,6 +47,8 @@ class TryUsage:
     replayed: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
     not_recorded: dict[str, int] = field(default_factory=dict)
+    #: Each call found in flight and how its tool's policy resolved it (step, tool, idempotency_key, policy, outcome).
+    in_flight: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -76,6 +78,7 @@ class TryUsage:
             "replayed": dict(sorted(self.replayed.items())),
             "live": dict(sorted(self.live.items())),
             "not_recorded": dict(sorted(self.not_recorded.items())),
+            "in_flight": [dict(call) for call in self.in_flight],
         }
 
 

@@ -40,6 +40,7 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
         "Durable agent runs need the OpenAI Agents SDK: pip install openai-agents"
     ) from error
 
+from airflow.providers.common.ai.durable.core.in_flight import Happened
 from airflow.providers.common.ai.durable.openai_agents._agent_run import _journaled
 from airflow.providers.common.ai.durable.openai_agents._model import (
     SERVER_SIDE_CONVERSATION_OPTIONS,
@@ -50,7 +51,7 @@ from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
     ensure_model_provider_cleanup,
 )
 from airflow.providers.common.ai.durable.openai_agents._sessions import _rewind_session
-from airflow.providers.common.ai.durable.openai_agents._tools import current_idempotency_key
+from airflow.providers.common.ai.durable.openai_agents._tools import current_idempotency_key, in_flight
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,9 @@ def run_durably_streamed(
 
 __all__ = [
     "SERVER_SIDE_CONVERSATION_OPTIONS",
+    "Happened",
     "current_idempotency_key",
+    "in_flight",
     "run_durably",
     "run_durably_streamed",
     "run_durably_sync",

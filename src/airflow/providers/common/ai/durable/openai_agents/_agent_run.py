@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -38,7 +39,8 @@ from openai.types.responses import (
 )
 from pydantic import ValidationError
 
-from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
+from airflow.providers.common.ai.durable.core import in_flight
+from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, AwaitingAnswer, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
@@ -72,7 +74,12 @@ from airflow.providers.common.ai.durable.openai_agents._tool_output import (
     decode_tool_output,
     encode_tool_output,
 )
-from airflow.providers.common.ai.durable.openai_agents._tools import _TOOL_FAILURE, _handled_failures, _note_failure
+from airflow.providers.common.ai.durable.openai_agents._tools import (
+    _TOOL_FAILURE,
+    _handled_failures,
+    _note_failure,
+    policy_of,
+)
 
 # The logger of the module this code was in before the layout moved it: log settings name it.
 log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents")
@@ -150,6 +157,8 @@ class _DurableAgentRun:
         # The journaled tools of the latest answer by name, and the steps of its calls that ran.
         self._answer_tools: dict[str, FunctionTool] = {}
         self._answer_tool_steps: list[JournalStep] = []
+        # The outputs a person gave for calls found in flight that they said happened, by step key.
+        self._resolved_outputs: dict[str, str] = {}
 
     def model(self, model: Model) -> _DurableModel:
         """The durable wrapper of ``model`` (the same one on every turn of the run)."""
@@ -297,6 +306,51 @@ class _DurableAgentRun:
             for call in calls
             if call.call_id not in repeated
         }
+        for call in calls:
+            step = self._tool_steps.get(call.call_id)
+            if step is not None and step.interrupted:
+                self._resolve_before_tools(step, self._answer_tools[call.name], call.arguments)
+
+    def _resolve_before_tools(self, step: JournalStep, tool: FunctionTool, arguments: str) -> None:
+        """
+        Resolve a call found in flight whose policy is ``fail`` or ``ask`` before any tool of its
+        answer starts: the task fails, or waits for a person, with none of them half done.
+        """
+        policy = policy_of(tool).policy
+        if policy == in_flight.FAIL:
+            _resolve(step, policy, "the task failed for good")
+            raise _RunStopped(_unresolved(step, arguments, "its tool's policy is 'fail'"))
+        if policy != in_flight.ASK:
+            return
+        desk = approval_desk()
+        if desk is None:
+            raise _RunStopped(
+                _unresolved(
+                    step,
+                    arguments,
+                    "its tool's policy is 'ask', which only AgentOperator(durable=True) can ask a person about",
+                )
+            )
+        started = step.meta.get(in_flight.STARTED_META)
+        question = in_flight.PendingInFlightQuestion(
+            step.key,
+            step.fingerprint or "",
+            step.name,
+            step.idempotency_key,
+            arguments,
+            started if isinstance(started, str) else None,
+            asked=step.meta.get(in_flight.ASKED_META) is True,
+        )
+        decision = desk.decide_in_flight(step, question)
+        if decision is None:
+            raise _RunStopped(AwaitingAnswer(f"Durable: a person decides about {step.describe()}, in flight"))
+        _resolve(step, policy, decision.describe())
+        if decision.choice == in_flight.FAIL_TASK:
+            step.mark_in_flight(asked=False)  # the request is spent: a clear asks anew
+            step.run.journal.settle()
+            raise _RunStopped(_unresolved(step, arguments, f"a person chose to fail the task ({decision.describe()})"))
+        if decision.choice == in_flight.HAPPENED:
+            self._resolved_outputs[step.key] = decision.output
 
     async def tool_invocation(self, invoke: Callable[[], Awaitable[Any]], tool: FunctionTool, context: Any) -> Any:
         """The SDK's invocation of ``tool`` for one call: replayed, or run and recorded."""
@@ -315,10 +369,31 @@ class _DurableAgentRun:
                 step.handed_out()
                 _progress(step)
                 return replayed
+        policy = policy_of(tool)
+        if step.interrupted:
+            resolved = await self._resolved_in_flight(step, policy, context)
+            if resolved is not None:
+                try:
+                    recorded = encode_tool_output(resolved.output, declared)
+                except ToolOutputNotRecordable as error:
+                    step.not_recordable(str(error))
+                else:
+                    step.record(recorded, ran=False)
+                _progress(step)
+                return invocation_result(resolved.output)
+        step.mark_in_flight()
+        if policy.policy != in_flight.RERUN:
+            # Its retry must find the call in flight, not nothing: it starts once the mark is stored.
+            await _after_earlier_writes(step)
+            if step.refused == "in-flight mark":
+                raise InFlightMarkNotStored(
+                    f"Durable: the store refused the in-flight mark of {step.describe()} (policy "
+                    f"{policy.policy!r}), so the call did not run; the next try runs it"
+                )
         failures: list[BaseException] = []
         token = _handled_failures.set(failures)
         try:
-            with step.running(mark_in_flight=True):
+            with step.running():
                 result = await invoke()
         except ModelBehaviorError as error:
             # Raised by the tool's own code, it is the tool's failure: the answer that asked for it
@@ -351,6 +426,29 @@ class _DurableAgentRun:
             if tool is not None and error.guardrail in (tool.tool_output_guardrails or []):
                 step.discard(f"its output tripped the tool output guardrail {error.guardrail.get_name()!r}")
 
+    async def _resolved_in_flight(
+        self, step: JournalStep, policy: in_flight.InFlightPolicy, context: Any
+    ) -> in_flight.Happened | None:
+        """
+        How a call found in flight is resolved as it is invoked: the output that says it happened
+        (a person's, or its verify function's), or ``None`` when it runs again.
+        """
+        if step.key in self._resolved_outputs:  # a person said it happened
+            return in_flight.Happened(self._resolved_outputs.pop(step.key))
+        if step.resolution is not None:  # a person said to run it
+            return None
+        if policy.policy == in_flight.RERUN:
+            (log.info if policy.safe_to_repeat else log.warning)(
+                "Durable: a call an earlier try started and never finished runs again step=%s idempotency_key=%s",
+                step.describe(),
+                step.idempotency_key,
+            )
+            _resolve(step, policy.policy, "ran again with the same idempotency key")
+            return None
+        verified = await _verified(step, policy, getattr(context, "tool_arguments", "") or "")
+        _resolve(step, policy.policy, "it happened" if verified is not None else "it did not happen, ran again")
+        return verified
+
     async def continued_past_approvals(self, agent: Agent, result: RunResult, kwargs: dict[str, Any]) -> RunResult:
         """
         The run continued, as a continuation of this journaled run, past each stop for approvals
@@ -381,6 +479,76 @@ class _DurableAgentRun:
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
             answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+class _RunStopped(BaseException):
+    """
+    Carries ``error`` out of the SDK's run loop, which neither retries nor wraps a ``BaseException``:
+    a call in flight that fails the task or waits for a person. ``_journaled`` raises ``error``.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class InFlightMarkNotStored(Exception):
+    """A call whose policy needs its in-flight mark in the store did not run: the store refused the mark."""
+
+
+class InFlightNotVerified(Exception):
+    """A ``verify`` function raised or answered neither ``Happened`` nor ``None``: the call stays in flight."""
+
+
+def _resolve(step: JournalStep, policy: str, outcome: str) -> None:
+    """
+    Say how a call found in flight was resolved: in the log, with its entry (``step.resolution``)
+    and in the try's summary, usage and page.
+    """
+    step.resolution = f"{policy}: {outcome}"
+    log.info("Durable: %s was in flight when a try died; %s", step.describe(), step.resolution)
+    step.run.journal.stats.in_flight.append(
+        {
+            "step": step.key,
+            "tool": step._stored_name,
+            "idempotency_key": step.idempotency_key,
+            "policy": policy,
+            "outcome": outcome,
+        }
+    )
+
+
+def _unresolved(step: JournalStep, arguments: str, why: str) -> Exception:
+    return in_flight.unresolved(step.name, step.key, step.idempotency_key, arguments, why)
+
+
+async def _verified(step: JournalStep, policy: in_flight.InFlightPolicy, arguments: str) -> in_flight.Happened | None:
+    """
+    What the tool's verify function says of a call found in flight. It runs off the event loop
+    (a coroutine function on it); an error, or an answer that is neither ``Happened`` nor ``None``,
+    fails the try and leaves the call in flight for the next.
+    """
+    verify = policy.verify
+    assert verify is not None  # InFlightPolicy checks it goes with "verify"
+    key, loaded = step.idempotency_key, in_flight.arguments_of(arguments)
+    try:
+        if inspect.iscoroutinefunction(verify):
+            verified = await verify(key, loaded)
+        else:
+            verified = await asyncio.to_thread(verify, key, loaded)
+            if inspect.isawaitable(verified):
+                verified = await verified
+    except Exception as error:
+        raise InFlightNotVerified(
+            f"Durable: verify of {step.describe()}, in flight, raised {type(error).__name__}: {error}; the call "
+            "stays in flight for the next try"
+        ) from error
+    if verified is not None and not isinstance(verified, in_flight.Happened):
+        raise InFlightNotVerified(
+            f"Durable: verify of {step.describe()} returned {type(verified).__name__}: it must return "
+            "Happened(output) when the call took effect, or None when it did not; the call stays in flight"
+        )
+    return verified
 
 
 def _approval_request(item: Any) -> ApprovalRequest:
@@ -418,6 +586,8 @@ def _journaled(
         durable = _DurableAgentRun(run)
         try:
             yield {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}, durable
+        except _RunStopped as stopped:
+            raise stopped.error from None
         except _ANSWER_FAILURES as error:
             durable.discard_last_answer(error)
             raise

@@ -27,7 +27,8 @@ RECORDED_CUSTOM_DATA = "mcp_custom_data"
 
 #: Names of the SDK this module relies on, by module. ``MCPUtil.invoke_mcp_tool`` is public, but
 #: replacing it relies on ``MCPUtil.to_function_tool`` reading it from the class each time it
-#: converts a listed tool, which the tests of this module pin.
+#: converts a listed tool, which the tests of this module pin; ``MCPUtil.to_function_tool`` is
+#: public too, and the SDK calls it on the class for each tool a server lists.
 SDK_MODULE_NAMES: dict[str, tuple[str, ...]] = {"agents.mcp.util": ("MCPUtil",)}
 #: Private attributes, and a function returning an SDK object that must have each:
 #: ``ToolContext._custom_data`` is where ``invoke_mcp_tool`` leaves what the server's
@@ -115,17 +116,37 @@ def _is_the_call_of(step: Any, context: Any) -> bool:
     return step.kind == "tool" and step.name == getattr(context, "tool_name", None)
 
 
+#: The attribute a function tool made of an MCP tool keeps its server and the tool's name under.
+_ORIGIN = "_airflow_durable_mcp_origin"
+
+
+def mcp_origin(tool: Any) -> tuple[Any, str] | None:
+    """The MCP server a function tool was made from and the name of its tool there, if it was made from one."""
+    return getattr(tool, _ORIGIN, None)
+
+
 def install_mcp_hooks(note_failure: Callable[[BaseException], None]) -> None:
     """
     Route, once per process, the SDK's MCP tool invocation through :class:`_JournaledServer`
     while a journaled tool call runs; ``note_failure`` marks that call as failed. Outside a
     journaled call (no durable run, or a replayed call, which never invokes) nothing changes.
+    Each function tool the SDK makes of an MCP tool also keeps its server and tool name (see
+    :func:`mcp_origin`), where its in-flight policy is found.
     """
     from agents.mcp.util import MCPUtil
 
     invoke = inspect.getattr_static(MCPUtil, "invoke_mcp_tool").__func__
     if getattr(invoke, _HOOKED, False):
         return
+    to_function_tool = inspect.getattr_static(MCPUtil, "to_function_tool").__func__
+
+    def tagged_function_tool(cls: Any, tool: Any, server: Any, *args: Any, **kwargs: Any) -> Any:
+        function_tool = to_function_tool(cls, tool, server, *args, **kwargs)
+        setattr(function_tool, _ORIGIN, (server, tool.name))
+        return function_tool
+
+    tagged_function_tool.__doc__ = to_function_tool.__doc__
+    MCPUtil.to_function_tool = classmethod(tagged_function_tool)  # type: ignore[method-assign,assignment]
 
     async def invoke_mcp_tool(cls: Any, server: Any, tool: Any, context: Any, input_json: str, **kwargs: Any) -> Any:
         step = running_step()

@@ -1,13 +1,18 @@
 """
-Function tools in a journaled run: the idempotency key a tool call is given, and the failures a
-tool's failure policy turned into text for the model while the call runs.
+Function tools in a journaled run: the idempotency key a tool call is given, the failures a
+tool's failure policy turned into text for the model while the call runs, and the policy a tool
+(or an MCP server) names for a call of it found in flight (:func:`in_flight`).
 """
 
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
+from airflow.providers.common.ai.durable.core.in_flight import DEFAULT_POLICY, RERUN, InFlightPolicy, Verified
 from airflow.providers.common.ai.durable.core.scope import running_step
+from airflow.providers.common.ai.durable.openai_agents._mcp import mcp_origin
 
 _TOOL_FAILURE = "_airflow_durable_tool_failure"
 
@@ -37,3 +42,72 @@ def current_idempotency_key() -> str:
             "(run_durably, run_durably_sync or AgentOperator(durable=True)) in an Airflow task"
         )
     return step.idempotency_key
+
+
+#: The attribute a function tool or an MCP server keeps its in-flight policy under.
+_POLICY = "_airflow_durable_in_flight"
+
+
+def in_flight(
+    policy: str = RERUN,
+    *,
+    verify: Callable[[str, Any], Verified | Awaitable[Verified]] | None = None,
+    safe_to_repeat: bool = False,
+    tools: Mapping[str, InFlightPolicy] | None = None,
+) -> _ToolPolicy:
+    """
+    What a retry does with a call of a tool that was in flight when a try died (R-56): ``"rerun"``
+    (the default: it runs again with the same idempotency key; ``safe_to_repeat=True`` says so
+    without a warning), ``"verify"`` (``verify(idempotency_key, arguments)`` returns
+    ``Happened(output)`` if the effect happened, the call then does not run and the model gets
+    ``output``, or ``None`` if it did not, and the call runs; sync or async), ``"ask"`` (a person
+    decides through a human-in-the-loop request; ``AgentOperator(durable=True)`` only) or
+    ``"fail"`` (the task fails for good, the journal kept).
+
+    Apply it to a function tool, above ``@function_tool``, or to an MCP server, whose ``tools``
+    map names of its tools to policies of their own::
+
+        @in_flight("verify", verify=refund_issued)
+        @function_tool
+        def issue_refund(order_id: str, amount: float) -> str: ...
+
+
+        payments = in_flight("ask", tools={"get_balance": in_flight(safe_to_repeat=True)})(
+            MCPServerStreamableHttp(...)
+        )
+
+    A tool with a policy other than ``rerun`` starts only once its in-flight mark is in the store.
+    """
+    return _ToolPolicy(policy, verify, safe_to_repeat, tools or {})
+
+
+class _ToolPolicy(InFlightPolicy):
+    """An in-flight policy that applies itself to a function tool or an MCP server."""
+
+    def __call__(self, target: Any) -> Any:
+        from agents import FunctionTool
+        from agents.mcp import MCPServer
+
+        if isinstance(target, FunctionTool) and self.tools:
+            raise TypeError("in_flight(..., tools=...) applies to an MCP server; a function tool takes a policy alone")
+        if not isinstance(target, (FunctionTool, MCPServer)):
+            raise TypeError(
+                "in_flight(...) applies to a function tool (put it above @function_tool) or an MCP server, "
+                f"not {type(target).__name__}"
+            )
+        setattr(target, _POLICY, self)
+        return target
+
+
+def policy_of(tool: Any) -> InFlightPolicy:
+    """The in-flight policy of a function tool: its own, its MCP server's (for that tool), or ``rerun``."""
+    policy = getattr(tool, _POLICY, None)
+    if isinstance(policy, InFlightPolicy):
+        return policy
+    origin = mcp_origin(tool)
+    if origin is not None:
+        server, name = origin
+        policy = getattr(server, _POLICY, None)
+        if isinstance(policy, InFlightPolicy):
+            return policy.for_tool(name)
+    return DEFAULT_POLICY
