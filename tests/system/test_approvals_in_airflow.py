@@ -49,10 +49,12 @@ class ServicesWithTriggerer(AirflowServices):
         )
         return self
 
-    def hitl_path(self, dag_id: str, run_id: str, map_index: int = -1) -> str:
-        return f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/{map_index}/hitlDetails"
+    def hitl_path(self, dag_id: str, run_id: str, map_index: int = -1, task_id: str = TASK) -> str:
+        return f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{map_index}/hitlDetails"
 
-    def wait_until_waiting(self, dag_id: str, run_id: str, *, times: int = 1, timeout: float = 180) -> dict[str, Any]:
+    def wait_until_waiting(
+        self, dag_id: str, run_id: str, *, times: int = 1, timeout: float = 180, task_id: str = TASK
+    ) -> dict[str, Any]:
         """
         Wait until the task waits for a person for the ``times``-th time and the executor has
         reported the end of the workload that deferred it; returns the instance.
@@ -67,7 +69,7 @@ class ServicesWithTriggerer(AirflowServices):
         while time.monotonic() < deadline:
             self.ensure_running()
             try:
-                instance = self.task_instance(dag_id, run_id, TASK)
+                instance = self.task_instance(dag_id, run_id, task_id)
             except OSError:
                 instance = {}
             if instance.get("state") == WAITING and self._parked_workloads_ended(instance) >= times:
@@ -79,7 +81,8 @@ class ServicesWithTriggerer(AirflowServices):
 
     def _parked_workloads_ended(self, instance: dict[str, Any]) -> int:
         key = (
-            f"TaskInstanceKey(dag_id='{instance['dag_id']}', task_id='{TASK}', run_id='{instance['dag_run_id']}', "
+            f"TaskInstanceKey(dag_id='{instance['dag_id']}', task_id='{instance['task_id']}', "
+            f"run_id='{instance['dag_run_id']}', "
             f"try_number={instance['try_number']}"
         )
         return self.service_log("scheduler").count(
