@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs the durable agent example end to end: bash scripts/demo.sh
+# Another example: DEMO_EXAMPLE=example_durable_payment bash scripts/demo.sh
 # Installs into .venv first if needed (see scripts/_venv.sh for AIRFLOW_LINE, VENV, PYTHON),
 # keeps Airflow's home and its SQLite database in .airflow-demo/ (.airflow-demo-$AIRFLOW_LINE for other lines).
 set -euo pipefail
 # shellcheck source=scripts/_venv.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 
-EXAMPLE="$ROOT/example_dags/example_durable_agent.py"
+EXAMPLE="$ROOT/example_dags/${DEMO_EXAMPLE:-example_durable_agent}.py"
 ensure_venv
 
 # One home per line: each line's database schema is its own.

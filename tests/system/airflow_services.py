@@ -118,6 +118,9 @@ class AirflowServices:
             "AIRFLOW__WEBSERVER__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__WEBSERVER__WORKERS": "1",
             "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(16),
+            # Sessions in a signed cookie, not in SQLite: on a busy machine the scheduler holds the
+            # database's lock, and a session the login form could not store signed nobody in.
+            "AIRFLOW__WEBSERVER__SESSION_BACKEND": "securecookie",
             # Tests log several users in within seconds; 2.11 allows 5 logins in 40 s by default.
             "AIRFLOW__WEBSERVER__AUTH_RATE_LIMITED": "False",
             "AIRFLOW__API__AUTH_BACKENDS": "airflow.providers.fab.auth_manager.api.auth.backend.basic_auth",

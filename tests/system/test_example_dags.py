@@ -35,6 +35,7 @@ def usage_of_try_2(model: str, *, replayed: dict[str, int]) -> dict[str, Any]:
         "replayed": replayed,
         "live": {"model": 1},
         "not_recorded": {},
+        "in_flight": [],
     }
 
 
@@ -124,3 +125,33 @@ def test_the_durable_task_example_replays_both_agents_and_sends_the_reply_once(t
         "gpt-4.1-mini", replayed={"model": 2, "tool": 1}
     )
     assert journal_entries("example_durable_task", run_id, tmp_path) == []
+
+
+def test_the_payment_example_refunds_once_when_the_try_is_cut_off_in_the_refund(tmp_path):
+    payments = tmp_path / "payments"
+    script = [
+        reply.tool_calls(("issue_refund", {"order_id": "O-1042", "amount_eur": 40}, "call_refund")),
+        reply.text("I refunded the second charge."),
+    ]
+    with FakeOpenAIServer(script) as server:
+        run = run_dag_file(
+            EXAMPLE_DAGS / "example_durable_payment.py",
+            {**durable_env(server, tmp_path), "EXAMPLE_PAYMENTS": str(payments)},
+        )
+    assert run.returncode == 0, run.output[-5000:]
+    run_id = latest_run_id("example_durable_payment")
+    assert task_states("example_durable_payment", run_id) == {("refund_customer", -1): ("success", 2)}
+
+    # Try 1 asked for the refund and was cut off by execution_timeout in it; try 2 asked only for the answer.
+    assert [r.number for r in server.requests] == [1, 2]
+    [refund] = payments.glob("R-*.json")  # exactly once
+    [final] = [r.body for r in server.requests[1:]]
+    [output] = [item["output"] for item in final["input"] if item.get("type") == "function_call_output"]
+    assert output == "Refund R-1 of 40 EUR for O-1042 was issued."
+    try_1, try_2 = run.tries("refund_customer")
+    assert "AirflowTaskTimeout" in try_1
+    assert "calls found in flight: issue_refund at 1.2 (verify): it happened" in try_2
+    [resolved] = xcom_value("example_durable_payment", run_id, "refund_customer", "usage")["in_flight"]
+    assert (resolved["tool"], resolved["policy"], resolved["outcome"]) == ("issue_refund", "verify", "it happened")
+    assert resolved["idempotency_key"] == json.loads(refund.read_text())["reference"]
+    assert journal_entries("example_durable_payment", run_id, tmp_path) == []

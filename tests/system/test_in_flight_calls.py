@@ -10,6 +10,7 @@ and the journal page's try summaries say.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from airflow_services import API, AirflowServices
-from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_value
+from dag_runs import EXAMPLE_DAGS, TEST_DAGS, durable_env, journal_entries, xcom_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
@@ -41,20 +42,32 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def airflow(server, out, tmp_path_factory, airflow_db):
+def dags(tmp_path_factory) -> Path:
+    """The DAGs of these tests, and the payment example, run under the scheduler as its users run it."""
+    folder = tmp_path_factory.mktemp("in_flight_dags")
+    for dag_file in (TEST_DAGS / "durable_in_flight.py", EXAMPLE_DAGS / "example_durable_payment.py"):
+        (folder / dag_file.name).symlink_to(dag_file)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def airflow(server, out, dags, tmp_path_factory, airflow_db):
     env = {
         **durable_env(server, out),
         "DURABLE_TEST_OUT": str(out),
+        "EXAMPLE_PAYMENTS": str(out / "example_payments"),
         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
         # A cleared running task is sent SIGTERM, then SIGKILL this many seconds later.
         "AIRFLOW__CORE__KILLED_TASK_CLEANUP_TIME": "5",
+        # One key for every process, set before any starts: the workers encrypt what the page decrypts.
+        "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(b"the in-flight calls tests' key..").decode(),
     }
     if AIRFLOW_V_3_2_PLUS:
         from test_approvals_in_airflow import ServicesWithTriggerer
 
-        services: AirflowServices = ServicesWithTriggerer(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env)
+        services: AirflowServices = ServicesWithTriggerer(dags, tmp_path_factory.mktemp("service_logs"), env)
     else:
-        services = AirflowServices(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env)
+        services = AirflowServices(dags, tmp_path_factory.mktemp("service_logs"), env)
     with services:
         yield services
 
@@ -214,3 +227,28 @@ def test_ask_puts_the_call_to_a_person_through_the_rest_api_and_their_answer_res
     [resolved] = xcom_value(dag_id, run.run_id, TASK, "usage")["in_flight"]
     assert resolved["policy"] == "ask" and resolved["outcome"].startswith("it happened (asked: ")
     assert "calls found in flight: refund at 1.2 (ask): it happened" in run.log(instance["try_number"])
+
+
+def test_the_payment_example_refunds_once_when_its_worker_is_killed_in_the_refund(airflow, server, out):
+    dag_id, task_id = "example_durable_payment", "refund_customer"
+    server.add(
+        reply.tool_calls(("issue_refund", {"order_id": "O-1042", "amount_eur": 40}, "call_refund")),
+        reply.text("I refunded the second charge."),
+    )
+    start = len(server.requests)
+    run_id = airflow.trigger(dag_id)
+    payments = out / "example_payments"
+    deadline = time.monotonic() + 240
+    while not (hung := list(payments.glob("answer_lost_*.json"))):
+        assert time.monotonic() < deadline, airflow.service_log("scheduler")[-4000:]
+        time.sleep(0.2)
+    os.kill(json.loads(hung[0].read_text())["pid"], signal.SIGKILL)
+
+    instance = airflow.wait_for_task(dag_id, run_id, task_id, try_number=2, timeout=300)
+    assert (instance["state"], instance["try_number"]) == ("success", 2)
+    [refund] = payments.glob("R-*.json")  # exactly once
+    assert [len(tool_outputs(r.body)) for r in server.requests[start:]] == [0, 1]
+    assert tool_outputs(server.requests[-1].body) == ["Refund R-1 of 40 EUR for O-1042 was issued."]
+    [resolved] = xcom_value(dag_id, run_id, task_id, "usage")["in_flight"]
+    assert (resolved["policy"], resolved["outcome"]) == ("verify", "it happened")
+    assert resolved["idempotency_key"] == json.loads(refund.read_text())["reference"]

@@ -30,6 +30,7 @@ from airflow.providers.common.ai.durable.core.in_flight import (
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import in_flight, run_durably, run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
 
 REFUND = function_call("refund", {"order": "A-1", "card": "4111 1111 1111 1111"}, call_id="c1")
 
@@ -284,7 +285,25 @@ def test_fail_fails_before_any_tool_of_the_same_answer_starts():
 
 # ask
 
+needs_human_in_the_loop = pytest.mark.skipif(
+    not AIRFLOW_V_3_2_PLUS, reason="'ask' needs Airflow's human-in-the-loop (3.2+); refused before, as tested below"
+)
 
+
+@pytest.mark.parametrize("where", ["on a function tool", "for one tool of an MCP server"])
+def test_ask_is_refused_when_made_on_an_airflow_without_human_in_the_loop(monkeypatch, where):
+    from airflow.providers.common.ai import version_compat
+
+    monkeypatch.setattr(version_compat, "AIRFLOW_V_3_2_PLUS", False)
+    with pytest.raises(
+        ValueError, match=r"the policy 'ask' needs Airflow's human-in-the-loop support, which Airflow 3\.2"
+    ):
+        in_flight("ask") if where == "on a function tool" else in_flight(
+            "verify", verify=print, tools={"a": in_flight("ask")}
+        )
+
+
+@needs_human_in_the_loop
 def test_ask_waits_for_a_person_and_each_answer_resolves_the_call(caplog):
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
@@ -314,6 +333,7 @@ def test_ask_waits_for_a_person_and_each_answer_resolves_the_call(caplog):
     assert task.entries()["1.2"]["state"] == "done"
 
 
+@needs_human_in_the_loop
 def test_ask_answered_run_it_runs_the_call_once_more():
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
@@ -329,6 +349,7 @@ def test_ask_answered_run_it_runs_the_call_once_more():
     assert task.entries()["1.2"]["meta"]["in_flight"] == "ask: it did not happen, run it (asked: bob)"
 
 
+@needs_human_in_the_loop
 def test_ask_answered_fail_fails_the_task_and_a_clear_asks_anew():
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
@@ -350,6 +371,7 @@ def test_ask_answered_fail_fails_the_task_and_a_clear_asks_anew():
     assert not task.desk.pending.asked
 
 
+@needs_human_in_the_loop
 def test_ask_in_a_plain_task_fails_it_saying_only_the_operator_can_ask():
     task, payments = PaymentTask(), Payments()
     died_in_the_call(task, payments, in_flight("ask"))

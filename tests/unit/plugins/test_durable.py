@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -408,6 +409,8 @@ def outcomes(store: TaskStateStore) -> list[str]:
 def test_a_try_that_fails_keeps_its_summary_as_failed_before_airflow_moves_on_and_warns_of_nothing(
     monkeypatch, tmp_path, caplog
 ):
+    # The summary line is INFO: whatever level an earlier test's logging configuration left behind.
+    caplog.set_level(logging.INFO)
     task = TaskInstance("task_state_store", monkeypatch, tmp_path)
     ti = task.start_try()
     ti.task = FailingTask(RuntimeError("the outbox was full"))

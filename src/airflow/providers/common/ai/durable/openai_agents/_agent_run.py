@@ -379,7 +379,6 @@ class _DurableAgentRun:
                     step.not_recordable(str(error))
                 else:
                     step.record(recorded, ran=False)
-                _progress(step)
                 return invocation_result(resolved.output)
         step.mark_in_flight()
         if policy.policy != in_flight.RERUN:
