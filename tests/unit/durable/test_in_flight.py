@@ -28,7 +28,12 @@ from airflow.providers.common.ai.durable.core.in_flight import (
     PendingInFlightQuestion,
 )
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.openai_agents import in_flight, run_durably, run_durably_sync
+from airflow.providers.common.ai.durable.openai_agents import (
+    in_flight,
+    run_durably,
+    run_durably_streamed,
+    run_durably_sync,
+)
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
 
@@ -457,6 +462,35 @@ def test_a_call_in_flight_inside_a_nested_run_is_resolved_by_its_own_policy():
         ("1.2", "rerun"),
         ("1.2.1.2", "verify"),
     ]
+
+
+@pytest.mark.parametrize("policy", ["verify", "fail"])
+def test_a_streamed_run_resolves_a_call_in_flight_as_a_run_does(policy):
+    task, payments = PaymentTask(), Payments()
+    chosen = in_flight("fail") if policy == "fail" else in_flight("verify", verify=payments.find)
+
+    def streamed(scripted: ScriptedModel) -> None:
+        async def run() -> None:
+            task.journal = DurableJournal(task.storage)
+            with journal_scope(task.journal):
+                result = run_durably_streamed(agent(scripted, payments.tool(chosen)), task.prompt)
+                async for _ in result.stream_events():
+                    pass
+
+        asyncio.run(run())
+
+    with pytest.raises(WorkerDied):
+        streamed(ScriptedModel([[REFUND]]))
+    payments.dies = None
+    second = ScriptedModel([[assistant_message("Refunded.")]])
+    if policy == "fail":
+        with pytest.raises(AirflowFailException, match="its tool's policy is 'fail'"):
+            streamed(second)
+        assert not second.calls
+    else:
+        streamed(second)
+        assert tool_outputs(second) == [["refund 1 already made"]]
+    assert len(payments.refunds) == 1
 
 
 # Policies refused when the DAG is parsed

@@ -209,7 +209,11 @@ class _DurableAgentRun:
         step = self._model_step(name, call)
         response = self._replayed_response(step) if step.replayed else None
         if response is not None:
-            self._answered(step, response, call["tools"])
+            try:
+                self._answered(step, response, call["tools"])
+            except _RunStopped as stopped:
+                # A streamed run hands the user its loop's exception as it is: the error itself.
+                raise stopped.error from None
             yield _completed_event(response, name)
             return
         done_items: list[Any] = []
