@@ -24,7 +24,7 @@ from airflow_services import API, AirflowServices
 from dag_runs import EXAMPLE_DAGS, TEST_DAGS, durable_env, journal_entries, xcom_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
 TASK = "refund_order"
 REFUND = reply.tool_calls(("refund", {"order_id": "O-5", "amount_eur": 40}, "call_refund"))
@@ -171,7 +171,8 @@ def test_verify_finds_the_refund_made_and_the_model_gets_its_output_without_a_se
     assert tool_outputs(final) == [f"refund P-{dag_id}-1 was already made"]
     resolved = {"step": "1.2", "tool": "refund", "idempotency_key": made[0]["key"], "policy": "verify"}
     assert xcom_value(dag_id, run.run_id, TASK, "usage")["in_flight"] == [{**resolved, "outcome": "it happened"}]
-    assert run.in_flight_of_try(2) == [{**resolved, "outcome": "it happened"}]
+    if AIRFLOW_V_3_0_PLUS:  # 2.11's page is a view of the Flask UI behind its login (test_journal_page.py)
+        assert run.in_flight_of_try(2) == [{**resolved, "outcome": "it happened"}]
     assert "calls found in flight: refund at 1.2 (verify): it happened" in run.log(2)
 
 
@@ -190,9 +191,10 @@ def test_fail_fails_the_task_for_good_and_keeps_the_journal_showing_the_call_in_
     assert "tool 'refund' was in flight at 1.2" in log and made[0]["key"] in log
     assert '{\\"order_id\\": \\"O-5\\", \\"amount_eur\\": 40}' in log
     assert journal_entries(run.dag_id, run.run_id, out) != []
-    [step] = [s for r in run.page()["journal"] for s in r["steps"] if s["key"] == "1.2"]
-    assert step["state"] == "in flight"
-    assert [c["outcome"] for c in run.in_flight_of_try(2)] == ["the task failed for good"]
+    if AIRFLOW_V_3_0_PLUS:
+        [step] = [s for r in run.page()["journal"] for s in r["steps"] if s["key"] == "1.2"]
+        assert step["state"] == "in flight"
+        assert [c["outcome"] for c in run.in_flight_of_try(2)] == ["the task failed for good"]
 
 
 @pytest.mark.skipif(not AIRFLOW_V_3_2_PLUS, reason="'ask' needs Airflow's human-in-the-loop (3.2+)")

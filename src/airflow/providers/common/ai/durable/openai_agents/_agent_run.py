@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -40,13 +39,19 @@ from openai.types.responses import (
 from pydantic import ValidationError
 
 from airflow.providers.common.ai.durable.core import in_flight
-from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, AwaitingAnswer, approval_desk
+from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.openai_agents._in_flight import (
+    InFlightMarkNotStored,
+    RunStopped,
+    resolve_before_tools,
+    resolved_as_invoked,
+)
 from airflow.providers.common.ai.durable.openai_agents._mcp import (
     custom_data_to_record,
     install_mcp_hooks,
@@ -211,7 +216,7 @@ class _DurableAgentRun:
         if response is not None:
             try:
                 self._answered(step, response, call["tools"])
-            except _RunStopped as stopped:
+            except RunStopped as stopped:
                 # A streamed run hands the user its loop's exception as it is: the error itself.
                 raise stopped.error from None
             yield _completed_event(response, name)
@@ -313,48 +318,7 @@ class _DurableAgentRun:
         for call in calls:
             step = self._tool_steps.get(call.call_id)
             if step is not None and step.interrupted:
-                self._resolve_before_tools(step, self._answer_tools[call.name], call.arguments)
-
-    def _resolve_before_tools(self, step: JournalStep, tool: FunctionTool, arguments: str) -> None:
-        """
-        Resolve a call found in flight whose policy is ``fail`` or ``ask`` before any tool of its
-        answer starts: the task fails, or waits for a person, with none of them half done.
-        """
-        policy = policy_of(tool).policy
-        if policy == in_flight.FAIL:
-            _resolve(step, policy, "the task failed for good")
-            raise _RunStopped(_unresolved(step, arguments, "its tool's policy is 'fail'"))
-        if policy != in_flight.ASK:
-            return
-        desk = approval_desk()
-        if desk is None:
-            raise _RunStopped(
-                _unresolved(
-                    step,
-                    arguments,
-                    "its tool's policy is 'ask', which only AgentOperator(durable=True) can ask a person about",
-                )
-            )
-        started = step.meta.get(in_flight.STARTED_META)
-        question = in_flight.PendingInFlightQuestion(
-            step.key,
-            step.fingerprint or "",
-            step.name,
-            step.idempotency_key,
-            arguments,
-            started if isinstance(started, str) else None,
-            asked=step.meta.get(in_flight.ASKED_META) is True,
-        )
-        decision = desk.decide_in_flight(step, question)
-        if decision is None:
-            raise _RunStopped(AwaitingAnswer(f"Durable: a person decides about {step.describe()}, in flight"))
-        _resolve(step, policy, decision.describe())
-        if decision.choice == in_flight.FAIL_TASK:
-            step.mark_in_flight(asked=False)  # the request is spent: a clear asks anew
-            step.run.journal.settle()
-            raise _RunStopped(_unresolved(step, arguments, f"a person chose to fail the task ({decision.describe()})"))
-        if decision.choice == in_flight.HAPPENED:
-            self._resolved_outputs[step.key] = decision.output
+                resolve_before_tools(step, self._answer_tools[call.name], call.arguments, self._resolved_outputs)
 
     async def tool_invocation(self, invoke: Callable[[], Awaitable[Any]], tool: FunctionTool, context: Any) -> Any:
         """The SDK's invocation of ``tool`` for one call: replayed, or run and recorded."""
@@ -375,7 +339,7 @@ class _DurableAgentRun:
                 return replayed
         policy = policy_of(tool)
         if step.interrupted:
-            resolved = await self._resolved_in_flight(step, policy, context)
+            resolved = await resolved_as_invoked(step, policy, context, self._resolved_outputs)
             if resolved is not None:
                 try:
                     recorded = encode_tool_output(resolved.output, declared)
@@ -429,29 +393,6 @@ class _DurableAgentRun:
             if tool is not None and error.guardrail in (tool.tool_output_guardrails or []):
                 step.discard(f"its output tripped the tool output guardrail {error.guardrail.get_name()!r}")
 
-    async def _resolved_in_flight(
-        self, step: JournalStep, policy: in_flight.InFlightPolicy, context: Any
-    ) -> in_flight.Happened | None:
-        """
-        How a call found in flight is resolved as it is invoked: the output that says it happened
-        (a person's, or its verify function's), or ``None`` when it runs again.
-        """
-        if step.key in self._resolved_outputs:  # a person said it happened
-            return in_flight.Happened(self._resolved_outputs.pop(step.key))
-        if step.resolution is not None:  # a person said to run it
-            return None
-        if policy.policy == in_flight.RERUN:
-            (log.info if policy.safe_to_repeat else log.warning)(
-                "Durable: a call an earlier try started and never finished runs again step=%s idempotency_key=%s",
-                step.describe(),
-                step.idempotency_key,
-            )
-            _resolve(step, policy.policy, "ran again with the same idempotency key")
-            return None
-        verified = await _verified(step, policy, getattr(context, "tool_arguments", "") or "")
-        _resolve(step, policy.policy, "it happened" if verified is not None else "it did not happen, ran again")
-        return verified
-
     async def continued_past_approvals(self, agent: Agent, result: RunResult, kwargs: dict[str, Any]) -> RunResult:
         """
         The run continued, as a continuation of this journaled run, past each stop for approvals
@@ -482,76 +423,6 @@ class _DurableAgentRun:
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
             answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
-
-
-class _RunStopped(BaseException):
-    """
-    Carries ``error`` out of the SDK's run loop, which neither retries nor wraps a ``BaseException``:
-    a call in flight that fails the task or waits for a person. ``_journaled`` raises ``error``.
-    """
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-class InFlightMarkNotStored(Exception):
-    """A call whose policy needs its in-flight mark in the store did not run: the store refused the mark."""
-
-
-class InFlightNotVerified(Exception):
-    """A ``verify`` function raised or answered neither ``Happened`` nor ``None``: the call stays in flight."""
-
-
-def _resolve(step: JournalStep, policy: str, outcome: str) -> None:
-    """
-    Say how a call found in flight was resolved: in the log, with its entry (``step.resolution``)
-    and in the try's summary, usage and page.
-    """
-    step.resolution = f"{policy}: {outcome}"
-    log.info("Durable: %s was in flight when a try died; %s", step.describe(), step.resolution)
-    step.run.journal.stats.in_flight.append(
-        {
-            "step": step.key,
-            "tool": step._stored_name,
-            "idempotency_key": step.idempotency_key,
-            "policy": policy,
-            "outcome": outcome,
-        }
-    )
-
-
-def _unresolved(step: JournalStep, arguments: str, why: str) -> Exception:
-    return in_flight.unresolved(step.name, step.key, step.idempotency_key, arguments, why)
-
-
-async def _verified(step: JournalStep, policy: in_flight.InFlightPolicy, arguments: str) -> in_flight.Happened | None:
-    """
-    What the tool's verify function says of a call found in flight. It runs off the event loop
-    (a coroutine function on it); an error, or an answer that is neither ``Happened`` nor ``None``,
-    fails the try and leaves the call in flight for the next.
-    """
-    verify = policy.verify
-    assert verify is not None  # InFlightPolicy checks it goes with "verify"
-    key, loaded = step.idempotency_key, in_flight.arguments_of(arguments)
-    try:
-        if inspect.iscoroutinefunction(verify):
-            verified = await verify(key, loaded)
-        else:
-            verified = await asyncio.to_thread(verify, key, loaded)
-            if inspect.isawaitable(verified):
-                verified = await verified
-    except Exception as error:
-        raise InFlightNotVerified(
-            f"Durable: verify of {step.describe()}, in flight, raised {type(error).__name__}: {error}; the call "
-            "stays in flight for the next try"
-        ) from error
-    if verified is not None and not isinstance(verified, in_flight.Happened):
-        raise InFlightNotVerified(
-            f"Durable: verify of {step.describe()} returned {type(verified).__name__}: it must return "
-            "Happened(output) when the call took effect, or None when it did not; the call stays in flight"
-        )
-    return verified
 
 
 def _approval_request(item: Any) -> ApprovalRequest:
@@ -589,7 +460,7 @@ def _journaled(
         durable = _DurableAgentRun(run)
         try:
             yield {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}, durable
-        except _RunStopped as stopped:
+        except RunStopped as stopped:
             raise stopped.error from None
         except _ANSWER_FAILURES as error:
             durable.discard_last_answer(error)
