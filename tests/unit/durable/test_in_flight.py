@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import Counter
 from typing import Any
 
@@ -234,10 +235,13 @@ def test_a_worker_killed_while_verify_runs_leaves_the_call_in_flight():
 
 
 class RefusingMarks(InMemoryStorage):
-    """A store that refuses every in-flight mark."""
+    """A store written from the journal's thread, as a remote one is, that refuses every in-flight mark, slowly."""
+
+    calls_in_background = True
 
     def write(self, key: str, value: str) -> None:
         if '"state":"in_flight"' in value:
+            time.sleep(0.3)
             raise OSError("the store is read-only")
         super().write(key, value)
 
