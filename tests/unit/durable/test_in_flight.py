@@ -294,6 +294,15 @@ def test_fail_fails_before_any_tool_of_the_same_answer_starts():
 
 # ask
 
+
+def asked_after_dying(task: PaymentTask, payments: Payments, policy: Any) -> PendingInFlightQuestion:
+    """Try 1 dies in the refund; try 2 stops to ask a person about it: the question it asks."""
+    died_in_the_call(task, payments, policy)
+    with pytest.raises(AwaitingAnswer):
+        task.asking(ScriptedModel([]), payments, policy)
+    return task.desk.pending
+
+
 needs_human_in_the_loop = pytest.mark.skipif(
     not AIRFLOW_V_3_2_PLUS, reason="'ask' needs Airflow's human-in-the-loop (3.2+); refused before, as tested below"
 )
@@ -313,14 +322,10 @@ def test_ask_is_refused_when_made_on_an_airflow_without_human_in_the_loop(monkey
 
 
 @needs_human_in_the_loop
-def test_ask_waits_for_a_person_and_each_answer_resolves_the_call(caplog):
+def test_ask_waits_for_a_person_and_each_answer_resolves_the_call():
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
-    died_in_the_call(task, payments, policy)
-
-    with pytest.raises(AwaitingAnswer):
-        task.asking(ScriptedModel([]), payments, policy)
-    question = task.desk.pending
+    question = asked_after_dying(task, payments, policy)
     assert isinstance(question, PendingInFlightQuestion) and not question.asked
     assert question.step_key == "1.2" and question.idempotency_key == payments.refunds[0]
     assert question.started is not None and question.started in question.body
@@ -346,10 +351,7 @@ def test_ask_waits_for_a_person_and_each_answer_resolves_the_call(caplog):
 def test_ask_answered_run_it_runs_the_call_once_more():
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
-    died_in_the_call(task, payments, policy)
-    with pytest.raises(AwaitingAnswer):
-        task.asking(ScriptedModel([]), payments, policy)
-    question = task.desk.pending
+    question = asked_after_dying(task, payments, policy)
 
     resumed = ScriptedModel([[assistant_message("Refunded.")]])
     task.asking(resumed, payments, policy, Answer("1.2", question.fingerprint, InFlightDecision(RUN_IT, by="bob")))
@@ -362,10 +364,7 @@ def test_ask_answered_run_it_runs_the_call_once_more():
 def test_ask_answered_fail_fails_the_task_and_a_clear_asks_anew():
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
-    died_in_the_call(task, payments, policy)
-    with pytest.raises(AwaitingAnswer):
-        task.asking(ScriptedModel([]), payments, policy)
-    question = task.desk.pending
+    question = asked_after_dying(task, payments, policy)
     task.desk.record_asked()
 
     with pytest.raises(AirflowFailException, match="a person chose to fail the task"):
