@@ -110,3 +110,22 @@ def test_keys_and_entries_no_release_writes_show_as_what_they_are_and_the_view_s
         return max((1 + depth(step["runs"]) for run in runs for step in run["steps"]), default=0)
 
     assert depth(view) <= 17
+
+
+def test_a_call_found_in_flight_shows_how_it_was_resolved_or_that_a_person_was_asked():
+    def entry(state: str, meta: dict) -> str:
+        return json.dumps({"format": 5, "kind": "tool", "name": "refund", "state": state, "meta": meta})
+
+    entries = {
+        "1.2": entry("done", {"in_flight": "verify: it happened"}),
+        "1.4": entry("in_flight", {"started": "2026-12-01T10:00:00+00:00", "asked": True}),
+        "1.6": entry("in_flight", {"started": "2026-12-01T10:00:00+00:00"}),
+        "1.8": entry("done", {"in_flight": ["not", "a", "text"]}),
+    }
+    shown = {step["key"]: step["in_flight"] for run in as_json(journal_view(entries)) for step in run["steps"]}
+    assert shown == {
+        "1.2": "verify: it happened",
+        "1.4": "a person was asked whether it took effect; no answer recorded yet",
+        "1.6": None,
+        "1.8": "?",
+    }

@@ -113,3 +113,22 @@ def test_on_airflow_3_the_plugin_registers_the_api_server_app_and_tab_and_nothin
     assert (DurableJournalPlugin.fastapi_apps, DurableJournalPlugin.external_views) == (FASTAPI_APPS, EXTERNAL_VIEWS)
     assert DurableJournalPlugin.appbuilder_views == [] and DurableJournalPlugin.global_operator_extra_links == []
     assert "airflow.providers.common.ai.plugins.journal_page_fab" not in sys.modules
+
+
+def test_each_call_found_in_flight_shows_in_its_step_row_and_in_its_tries_row_escaped():
+    step = {**view()["journal"][0]["steps"][0], "in_flight": f"verify: {HOSTILE}"}
+    stored = {
+        "format": 1,
+        "outcome": "success",
+        "written_at": "2026-11-30T12:00:00+00:00",
+        "usage": {
+            "in_flight": [
+                {"step": "1.1", "tool": "refund", "idempotency_key": "durable-k", "policy": "ask", "outcome": HOSTILE}
+            ]
+        },
+    }
+    [summary] = read_summaries({2: json.dumps(stored)}, now=datetime.datetime.now(tz=datetime.timezone.utc))
+    page = render_page(view(journal=[{"run": "1", "steps": [step]}], tries=[summary]))
+    assert HOSTILE not in page
+    assert "<td class=in-flight>verify: &lt;img" in page
+    assert "<li>refund at 1.1 (key durable-k, ask): &lt;img" in page
