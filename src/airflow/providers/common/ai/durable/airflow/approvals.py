@@ -193,8 +193,9 @@ def wait_for_answer(
     if isinstance(pending, in_flight.PendingInFlightQuestion):
         # Approve and Reject do not answer it: a response timeout fails the task, journal kept.
         tools, defaults, params = f"{pending.tool} (found in flight)", None, _output_form()
+        asking = "to say whether it took effect"
     else:
-        tools = ", ".join(call.tool for call in pending.requests)
+        tools, asking = ", ".join(call.tool for call in pending.requests), "to approve or reject"
     check_approvals_supported(operator.task_id, f"{tools}, asked by the agent")
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
@@ -231,7 +232,7 @@ def wait_for_answer(
             assigned_users=assigned_users,
         )
         desk.record_asked()
-        log.info("Durable: waiting for a person's answer step=%s tools=%s", pending.step_key, tools)
+        log.info("Durable: waiting for a person %s step=%s tools=%s", asking, pending.step_key, tools)
         for notifier in notifiers:
             notifier(context)
     now = utcnow()
