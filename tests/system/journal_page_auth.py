@@ -12,6 +12,7 @@ instances but read no DAG. Each signs in through the webserver's login form, as 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
@@ -38,15 +39,24 @@ def create_webserver_users(services: Any) -> None:
         services.create_user(name, PASSWORD, role)
 
 
-def log_in(session: Any, url: str, username: str) -> None:
-    """On 2.11: sign ``session`` (a ``requests.Session``) in through the webserver's login form."""
-    form = session.get(f"{url}/login/", timeout=60)
-    token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form.text)
-    assert token, form.text[:2000]
-    answer = session.post(
-        f"{url}/login/",
-        data={"username": username, "password": PASSWORD, "csrf_token": token.group(1)},
-        allow_redirects=False,
-        timeout=60,
-    )
-    assert answer.status_code == 302 and "/login" not in answer.headers["Location"], (answer.status_code, answer.text)
+def log_in(session: Any, url: str, username: str, *, attempts: int = 3) -> None:
+    """
+    On 2.11: sign ``session`` (a ``requests.Session``) in through the webserver's login form. A
+    sign-in the webserver turned down is tried again a few seconds later, as a person would: on a
+    machine kept busy, a user made a moment before was once not found by the webserver yet.
+    """
+    for attempt in range(1, attempts + 1):
+        form = session.get(f"{url}/login/", timeout=60)
+        token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form.text)
+        assert token, form.text[:2000]
+        answer = session.post(
+            f"{url}/login/",
+            data={"username": username, "password": PASSWORD, "csrf_token": token.group(1)},
+            allow_redirects=False,
+            timeout=60,
+        )
+        if answer.status_code == 302 and "/login" not in answer.headers["Location"]:
+            return
+        if attempt < attempts:
+            time.sleep(5)
+    raise AssertionError(f"{username} could not sign in: {answer.status_code} {answer.text[:500]}")

@@ -97,7 +97,7 @@ class Run:
         self.start = len(server.requests)
         self.run_id = airflow.trigger(dag_id)
         self.in_refund = out / f"in_refund_{dag_id}_{self.run_id}.json"
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 480  # 2.11's SequentialExecutor on a busy machine: minutes
         while not self.in_refund.exists():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{dag_id} never reached its refund:\n{airflow.service_log('scheduler')[-4000:]}")
@@ -195,9 +195,9 @@ def test_fail_fails_the_task_for_good_and_keeps_the_journal_showing_the_call_in_
 
     made = refunds(out, run.run_id)
     assert len(made) == 1 and run.requests_after_try_1() == []
-    log = run.log(2)  # JSON lines: the error's message is a JSON string in them
+    log = run.log(2).replace('\\"', '"')  # on Airflow 3 JSON lines, the message a JSON string in them
     assert "tool 'refund' was in flight at 1.2" in log and made[0]["key"] in log
-    assert '{\\"order_id\\": \\"O-5\\", \\"amount_eur\\": 40}' in log
+    assert '{"order_id": "O-5", "amount_eur": 40}' in log
     assert journal_entries(run.dag_id, run.run_id, out) != []
     if AIRFLOW_V_3_0_PLUS:
         [step] = [s for r in run.page()["journal"] for s in r["steps"] if s["key"] == "1.2"]
