@@ -12,6 +12,7 @@ SQLite), each try still its own process.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -175,6 +176,7 @@ class AirflowServices:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._fail_unfinished_runs()
         for process in self._processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -186,6 +188,38 @@ class AirflowServices:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self._processes.clear()
+
+    def _fail_unfinished_runs(self) -> None:
+        """
+        Mark every DAG run still queued or running failed, as a user would before shutting down.
+
+        The tries these services stop are left running in the shared database; the next test
+        module's scheduler would find them and retry them against its own model server.
+        """
+        try:
+            self.ensure_running()
+            runs = self._request("GET", f"{API}/dags/~/dagRuns?state=queued&state=running&limit=100")["dag_runs"]
+            for run in runs:
+                self._request("PATCH", f"{API}/dags/{run['dag_id']}/dagRuns/{run['dag_run_id']}", {"state": "failed"})
+        except (OSError, RuntimeError, KeyError):
+            pass  # the services are gone already: nothing of theirs runs on
+
+    def wait_for_json(self, pattern: Path, timeout: float = 180) -> Any:
+        """
+        What the first file matching ``pattern`` (a glob in its last part) holds, once a task wrote
+        all of it: a file seen the moment it was created can still be empty.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            for path in pattern.parent.glob(pattern.name):
+                with contextlib.suppress(ValueError):
+                    return json.loads(path.read_text())
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{pattern} was not written in {timeout} s:\n{self.service_log('scheduler')[-4000:]}"
+                )
+            self.ensure_running()
+            time.sleep(0.2)
 
     def service_log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")

@@ -96,14 +96,9 @@ class Run:
         server.add(REFUND, *([reply.text("Refunded the second payment.")] if answered else []))
         self.start = len(server.requests)
         self.run_id = airflow.trigger(dag_id)
-        self.in_refund = out / f"in_refund_{dag_id}_{self.run_id}.json"
-        deadline = time.monotonic() + 480  # 2.11's SequentialExecutor on a busy machine: minutes
-        while not self.in_refund.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{dag_id} never reached its refund:\n{airflow.service_log('scheduler')[-4000:]}")
-            time.sleep(0.2)
+        # 2.11's SequentialExecutor on a busy machine: minutes
+        self.pid = airflow.wait_for_json(out / f"in_refund_{dag_id}_{self.run_id}.json", timeout=480)["pid"]
         self.try_1 = len(server.requests) - self.start
-        self.pid = json.loads(self.in_refund.read_text())["pid"]
 
     def requests_after_try_1(self) -> list[dict[str, Any]]:
         return [request.body for request in self.server.requests[self.start + self.try_1 :]]
@@ -248,11 +243,7 @@ def test_the_payment_example_refunds_once_when_its_worker_is_killed_in_the_refun
     start = len(server.requests)
     run_id = airflow.trigger(dag_id)
     payments = out / "example_payments"
-    deadline = time.monotonic() + 240
-    while not (hung := list(payments.glob("answer_lost_*.json"))):
-        assert time.monotonic() < deadline, airflow.service_log("scheduler")[-4000:]
-        time.sleep(0.2)
-    os.kill(json.loads(hung[0].read_text())["pid"], signal.SIGKILL)
+    os.kill(airflow.wait_for_json(payments / "answer_lost_*.json", timeout=240)["pid"], signal.SIGKILL)
 
     instance = airflow.wait_for_task(dag_id, run_id, task_id, try_number=2, timeout=300)
     assert (instance["state"], instance["try_number"]) == ("success", 2)

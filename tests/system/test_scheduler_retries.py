@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,6 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_for_file(path: Path, airflow: AirflowServices, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} did not appear in {timeout} s:\n{airflow.service_log('scheduler')[-4000:]}")
-        time.sleep(0.2)
-
-
 def test_a_worker_killed_in_a_tool_call_reruns_only_that_call_once_with_the_same_idempotency_key(airflow, server, out):
     server.add(
         reply.tool_calls(("lookup_ticket", {"ticket_id": "T-9"}, "call_lookup")),
@@ -59,9 +50,9 @@ def test_a_worker_killed_in_a_tool_call_reruns_only_that_call_once_with_the_same
     run_id = airflow.trigger("durable_tool_killed")
 
     # Try 1 is inside send_reply, which has already written the message: kill its worker process.
-    wait_for_file(out / "in_send_reply.json", airflow)
+    pid = airflow.wait_for_json(out / "in_send_reply.json")["pid"]
     requests_of_try_1 = server.requests[first_request:]
-    os.kill(json.loads((out / "in_send_reply.json").read_text())["pid"], signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
 
     instance = airflow.wait_for_task("durable_tool_killed", run_id, "answer_ticket", try_number=2)
     assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.service_log("scheduler")[-4000:]
