@@ -314,7 +314,8 @@ def test_the_summary_counts_replayed_and_live_steps_by_kind_and_the_tokens_saved
     journal = DurableJournal(storage)
     three_calls(Agentish(), journal)
     assert journal.stats.summary() == (
-        "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0, saved 10 tokens by replaying"
+        "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0, saved 10 tokens by replaying, "
+        "spent and saved: price unknown (gpt)"
     )
 
 

@@ -1,11 +1,11 @@
 """
 The journal's storage format, pinned by journals the code that writes them recorded.
 
-``golden/format_5`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
-scenario of ``golden/scenarios.py``, ``golden/format_4`` to ``golden/format_2`` what the
+``golden/format_6`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
+scenario of ``golden/scenarios.py``, ``golden/format_5`` to ``golden/format_2`` what the
 releases before recorded (format 3 added the part digests that name what changed, format 4 stores
 for a later model call of a run only the digests of the input items it added, format 5 keeps when
-a call in flight started); each is replayed
+a call in flight started, format 6 a model call's input and output tokens and cost); each is replayed
 here by the next try of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0
 wrote: this release sets it aside.
 """
@@ -35,8 +35,9 @@ FORMAT_2 = GOLDEN / "format_2"
 FORMAT_3 = GOLDEN / "format_3"
 FORMAT_4 = GOLDEN / "format_4"
 FORMAT_5 = GOLDEN / "format_5"
+FORMAT_6 = GOLDEN / "format_6"
 #: Every format this release replays, each with its golden journals.
-REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5]
+REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6]
 RECORDER = GOLDEN / "record.py"
 
 SCENARIO_NAMES = [scenario.name for scenario in SCENARIOS]
@@ -87,7 +88,7 @@ def golden(request):
     return request.param
 
 
-def replayed(name: str, golden: Path = FORMAT_5) -> Try:
+def replayed(name: str, golden: Path = FORMAT_6) -> Try:
     return SCENARIOS_BY_NAME[name].replay(storage_of(golden_entries(golden / name)))
 
 
@@ -159,6 +160,18 @@ def test_format_5_is_format_4_with_when_a_call_in_flight_started(name):
         if entry_5["state"] == "in_flight":
             assert entry_5.pop("meta") == {"started": "2026-01-01T00:00:00+00:00"}
         assert {**entry_5, "format": 4} == entry_4
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_format_6_is_format_5_with_the_input_and_output_tokens_of_each_model_call(name):
+    format_5, format_6 = golden_entries(FORMAT_5 / name), golden_entries(FORMAT_6 / name)
+    assert set(format_5) == set(format_6)
+    for key in set(format_6) - {"0"}:
+        entry_5, entry_6 = json.loads(format_5[key]), json.loads(format_6[key])
+        if entry_6["kind"] == "model" and entry_6["state"] == "done":
+            tokens = entry_6["meta"].pop("input_tokens") + entry_6["meta"].pop("output_tokens")
+            assert tokens == entry_6["meta"]["tokens"]  # the scripted model's price is unknown: no cost_usd
+        assert {**entry_6, "format": 5} == entry_5
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)

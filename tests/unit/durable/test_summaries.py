@@ -53,7 +53,7 @@ def test_a_summary_says_what_replayed_ran_live_saved_and_why_it_diverged_with_se
     mask_secret(SECRET)
     summary = try_summary(stats_of_a_try_that_diverged(), try_number=2, outcome="success", now=NOW, days=3)
     assert summary["usage"]["replayed"] == {"model": 2, "tool": 1}
-    assert summary["usage"]["saved"] == {"requests": 2, "tokens": 240}
+    assert summary["usage"]["saved"] == {"requests": 2, "tokens": 240, "cost_usd": 0.0}
     assert summary["divergences"] == [
         {"key": "1.3", "step": "model 'gpt-4.1' at 1.3", "reason": "the instructions changed (***)"}
     ]
@@ -93,7 +93,7 @@ def test_an_expired_summary_is_not_shown_and_one_that_cannot_be_read_says_so(key
     expired = try_summary(JournalStats(), try_number=1, outcome="failed", now=NOW - datetime.timedelta(days=2), days=1)
     texts = {1: json.dumps(expired), 2: json.dumps(fresh), 3: "fernet:not-a-token"}
     assert read_summaries(texts, now=NOW) == [
-        {**fresh, "unreadable": []},
+        {**fresh, "budget": None, "unreadable": []},  # a try without a budget
         {"try_number": 3, "problem": "this summary cannot be read"},
     ]
 
@@ -188,7 +188,7 @@ def test_a_summary_with_fields_of_other_types_shows_what_can_be_read_and_names_w
     assert summary["expires_at"] == "2999-01-01T00:00:00"
     assert summary["usage"]["total_tokens"] == 30
     assert summary["usage"]["models"] == {
-        "gpt-4.1": {"requests": None, "input_tokens": None, "output_tokens": None, "total_tokens": 30}
+        "gpt-4.1": {"requests": None, "input_tokens": None, "output_tokens": None, "total_tokens": 30, "cost_usd": None}
     }
     assert summary["usage"]["replayed"] == {"model": 2}
     assert summary["divergences"] == [{"key": "1.3", "step": None, "reason": "the instructions changed"}]

@@ -525,8 +525,14 @@ def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_f
         "input_tokens": 200,
         "output_tokens": 40,
         "total_tokens": 240,
-        "models": {"ScriptedModel": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240}},
-        "saved": {"requests": 0, "tokens": 0},
+        "cost_usd": 0,
+        "models": {
+            "ScriptedModel": {
+                "requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240, "cost_usd": None
+            }
+        },
+        "saved": {"requests": 0, "tokens": 0, "cost_usd": 0.0},
+        "unknown_prices": ["ScriptedModel"],
         "replayed": {},
         "live": {"model": 2, "tool": 2},
         "not_recorded": {},
@@ -540,8 +546,14 @@ def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_f
         "input_tokens": 100,
         "output_tokens": 20,
         "total_tokens": 120,
-        "models": {"ScriptedModel": {"requests": 1, "input_tokens": 100, "output_tokens": 20, "total_tokens": 120}},
-        "saved": {"requests": 2, "tokens": 240},
+        "cost_usd": 0,
+        "models": {
+            "ScriptedModel": {
+                "requests": 1, "input_tokens": 100, "output_tokens": 20, "total_tokens": 120, "cost_usd": None
+            }
+        },
+        "saved": {"requests": 2, "tokens": 240, "cost_usd": 0.0},
+        "unknown_prices": ["ScriptedModel"],
         "replayed": {"model": 2, "tool": 2},
         "live": {"model": 1},
         "not_recorded": {},
@@ -559,12 +571,12 @@ def test_a_plain_try_pushes_its_usage_per_model_also_when_it_fails():
         run_try(op, ti=ti)
     usage = ti.xcoms["usage"]
     assert usage["models"] == {
-        "ScriptedModel": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240}
+        "ScriptedModel": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240, "cost_usd": None}
     }
     assert (usage["live"], usage["replayed"], usage["saved"]) == (
         {"model": 2, "tool": 2},
         {},
-        {"requests": 0, "tokens": 0},
+        {"requests": 0, "tokens": 0, "cost_usd": 0.0},
     )
 
 

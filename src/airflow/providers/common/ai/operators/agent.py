@@ -281,11 +281,16 @@ class _CountedUsage(RunHooks):
     async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse) -> None:
         counts = response.usage
         name = _model_name(self.run_config.model if self.run_config and self.run_config.model else agent.model)
-        self.usage.models.setdefault(name, ModelUsage()).add(
-            requests=counts.requests,
-            input_tokens=counts.input_tokens,
-            output_tokens=counts.output_tokens,
-            total_tokens=counts.total_tokens,
+        self.usage.count(
+            name,
+            ModelUsage.of_call(
+                name,
+                requests=counts.requests,
+                input_tokens=counts.input_tokens,
+                output_tokens=counts.output_tokens,
+                total_tokens=counts.total_tokens,
+                cached_input_tokens=getattr(counts.input_tokens_details, "cached_tokens", 0) or 0,
+            ),
         )
         self.usage.live["model"] = self.usage.live.get("model", 0) + 1
 

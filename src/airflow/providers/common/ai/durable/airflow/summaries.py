@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -104,6 +105,7 @@ def try_summary(
         ],
         "not_recorded": [masked_text(what) for what in stats.not_recorded],
         "approvals": approvals or [],
+        **({"budget": stats.budget} if stats.budget is not None else {}),
     }
 
 
@@ -185,8 +187,16 @@ def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: i
 
 #: What each field of a summary holds, as this release writes it: the page shows a field only in
 #: this shape. ``str`` as a key stands for any name (a model, a kind of step).
-_COUNT, _TEXT, _FLAG = "count", "text", "flag"
-_MODEL_USAGE = {"requests": _COUNT, "input_tokens": _COUNT, "output_tokens": _COUNT, "total_tokens": _COUNT}
+_COUNT, _TEXT, _FLAG, _AMOUNT = "count", "text", "flag", "amount"
+_MODEL_USAGE = {
+    "requests": _COUNT,
+    "input_tokens": _COUNT,
+    "output_tokens": _COUNT,
+    "total_tokens": _COUNT,
+    "cost_usd": _AMOUNT,
+}
+#: A budget's limits, what its tries spent and what is left, each as much of these as the budget limits.
+_BUDGET_AMOUNTS = {str: _AMOUNT}
 _SHAPE: dict[Any, Any] = {
     "format": _COUNT,
     "outcome": _TEXT,
@@ -195,7 +205,8 @@ _SHAPE: dict[Any, Any] = {
     "usage": {
         **_MODEL_USAGE,
         "models": {str: _MODEL_USAGE},
-        "saved": {"requests": _COUNT, "tokens": _COUNT},
+        "saved": {"requests": _COUNT, "tokens": _COUNT, "cost_usd": _AMOUNT},
+        "unknown_prices": [_TEXT],
         "replayed": {str: _COUNT},
         "live": {str: _COUNT},
         "not_recorded": {str: _COUNT},
@@ -204,6 +215,7 @@ _SHAPE: dict[Any, Any] = {
     "divergences": [{"key": _TEXT, "step": _TEXT, "reason": _TEXT}],
     "not_recorded": [_TEXT],
     "approvals": [{"key": _TEXT, "tools": _TEXT, "decision": _TEXT, "replayed": _FLAG}],
+    "budget": {"first_try": _COUNT, "limits": _BUDGET_AMOUNTS, "spent": _BUDGET_AMOUNTS, "left": _BUDGET_AMOUNTS},
 }
 #: The longest text and the most items of a list or names of a mapping a summary shows.
 _MAX_TEXT, _MAX_ITEMS = 2000, 200
@@ -252,6 +264,7 @@ def _in_shape(value: Any, shape: Any, path: str, unreadable: list[str]) -> Any:
         _COUNT: isinstance(value, int) and not isinstance(value, bool),
         _TEXT: isinstance(value, str),
         _FLAG: isinstance(value, bool),
+        _AMOUNT: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
     }[shape]
     if not readable:
         unreadable.append(path)

@@ -19,9 +19,11 @@ log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 #: Format 3 added "parts" (the digests that name what changed); format 4 stores, for a model call
 #: after the first of its run, only the digests of the input items it added; format 5 keeps in an
 #: in-flight mark when the call started and how a call found in flight was resolved (``meta``).
-#: Formats 2 to 4 replay as they are: their fingerprints are the ones this release computes.
-FORMAT_VERSION = 5
-_READABLE_FORMATS = frozenset({2, 3, 4, 5})
+#: Format 6: a model call's ``meta`` also holds its input and output tokens and, where the model's
+#: price is known, its cost in US dollars (what a replay of it saves, R-59).
+#: Formats 2 to 5 replay as they are: their fingerprints are the ones this release computes.
+FORMAT_VERSION = 6
+_READABLE_FORMATS = frozenset({2, 3, 4, 5, 6})
 
 # The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.

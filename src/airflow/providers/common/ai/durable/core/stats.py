@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.providers.common.ai.durable.core.entries import _NAME_THE_RUNS
+from airflow.providers.common.ai.durable.core.prices import format_usd
 from airflow.providers.common.ai.durable.core.usage import ModelUsage, TryUsage
 
 
@@ -28,6 +29,10 @@ class JournalStats:
     requests_saved: int = 0
     #: The steps that ran live but could not be recorded, by kind.
     not_recorded_kinds: Counter[str] = field(default_factory=Counter)
+    #: What the replayed steps had cost when they ran, in US dollars (those that recorded a cost).
+    cost_saved_usd: float = 0.0
+    #: The models whose price is unknown: of live steps, or of replayed steps that recorded no cost.
+    unknown_prices: set[str] = field(default_factory=set)
     #: What the live steps used, by step name (a model's name), as they reported it with ``used``.
     used: dict[str, ModelUsage] = field(default_factory=dict)
     #: Each divergence of this try: the step's key, the step, and why it did not line up.
@@ -40,23 +45,50 @@ class JournalStats:
     #: idempotency_key, policy and outcome.
     in_flight: list[dict[str, str]] = field(default_factory=list)
 
+    #: The task instance's budget after this try (R-58): its first try, limits, spent and left; None without one.
+    budget: dict[str, Any] | None = None
+
     def usage(self) -> TryUsage:
         """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
         return TryUsage(
             models={name: dataclasses.replace(usage) for name, usage in self.used.items()},
             saved_requests=self.requests_saved,
             saved_tokens=self.tokens_saved,
+            saved_cost_usd=self.cost_saved_usd,
+            unknown_prices=sorted(self.unknown_prices),
             replayed=dict(+self.replayed),
             live=dict(+self.ran_live),
             not_recorded=dict(+self.not_recorded_kinds),
             in_flight=[dict(call) for call in self.in_flight],
         )
 
-    def _count_saved(self, meta: dict[str, Any], sign: int = 1) -> None:
+    def count_used(self, name: str, usage: ModelUsage) -> None:
+        """Count what a live call of model ``name`` used."""
+        self.used.setdefault(name, ModelUsage()).add(usage)
+        if usage.cost_usd is None:
+            self.unknown_prices.add(name)
+
+    def _count_saved(self, name: str, meta: dict[str, Any], sign: int = 1) -> None:
         tokens = meta.get("tokens")
         if isinstance(tokens, int) and not isinstance(tokens, bool):
             self.tokens_saved += sign * tokens
             self.requests_saved += sign
+            cost = meta.get("cost_usd")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                self.cost_saved_usd += sign * cost
+            elif sign > 0:
+                self.unknown_prices.add(name)
+
+    def _money(self) -> str:
+        """What this try spent and the replay saved, in US dollars; the models of unknown price named."""
+        if not self.used and not self.requests_saved:
+            return ""
+        spent = sum(usage.cost_usd for usage in self.used.values() if usage.cost_usd is not None)
+        unknown = ", ".join(sorted(self.unknown_prices))
+        if unknown and not spent and not self.cost_saved_usd:
+            return f", spent and saved: price unknown ({unknown})"
+        unknown = f" (price unknown: {unknown})" if unknown else ""
+        return f", spent {format_usd(spent)}, saved {format_usd(self.cost_saved_usd)}{unknown}"
 
     def summary(self) -> str:
         def by_kind(counter: Counter[str]) -> str:
@@ -78,6 +110,7 @@ class JournalStats:
         )
         return (
             f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}, "
-            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{approvals}{in_flight}"
+            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{self._money()}"
+            f"{approvals}{in_flight}"
             f"{indistinct}"
         )

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.ai.durable.core import events
 from airflow.providers.common.ai.durable.core.entries import (
     _DISCARDED,
     _DONE,
@@ -90,8 +91,11 @@ class JournalStep:
         # Whether this replayed step is counted in the try's summary (see handed_out), and when.
         self._counted = False
         self._counted_when_handed_out = False
-        # The tokens this live call reported with used(), recorded with its result.
+        #: When the step was claimed (its call started, or its entry was looked up), seconds since the epoch.
+        self.started = events.now()
+        # What this live call reported with used(), recorded with its result: tokens and cost.
         self._tokens: int | None = None
+        self._used: dict[str, Any] = {}
 
     def take_recorded_fingerprint(self, recorded: Any) -> None:
         """
@@ -178,6 +182,7 @@ class JournalStep:
         state = _MASKED if held_a_secret else _DONE
         meta = {
             **({"tokens": self._tokens} if self._tokens is not None else {}),
+            **self._used,
             **({RESOLUTION_META: self.resolution} if self.resolution is not None else {}),
             **(meta or {}),
         }
@@ -186,16 +191,41 @@ class JournalStep:
             self.recorded = stored
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
-        return written and not held_a_secret
+        replayable = written and not held_a_secret
+        if ran:
+            self._emit(events.LIVE if replayable else events.NOT_RECORDED, self._used)
+        return replayable
 
-    def used(self, *, requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> None:
+    def used(
+        self,
+        *,
+        requests: int,
+        input_tokens: int,
+        output_tokens: int,
+        total_tokens: int,
+        cached_input_tokens: int = 0,
+    ) -> None:
         """
-        Count what this live call used (a model call's requests and tokens) in the try's usage; its
-        tokens are recorded with its result, so that a replay knows what it saved.
+        Count what this live call used (a model call's requests and tokens, and what they cost at
+        the price of the model the step is named after) in the try's usage and its budget; tokens
+        and cost are recorded with its result, so that a replay knows what it saved.
         """
-        usage = self.run.journal.stats.used.setdefault(self.name, ModelUsage())
-        usage.add(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
+        usage = ModelUsage.of_call(
+            self.name,
+            requests=requests,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=total_tokens,
+            cached_input_tokens=cached_input_tokens,
+        )
+        self.run.journal.stats.count_used(self.name, usage)
+        cost = usage.cost_usd
         self._tokens = total_tokens
+        self._used = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            **({"cost_usd": cost} if cost is not None else {}),
+        }
 
     def keep_live(self, reason: str) -> None:
         """This call will return without having completed (a run it started stopped): never record it."""
@@ -206,6 +236,7 @@ class JournalStep:
         self._finish()
         self.run.journal._not_recorded(self, "result", reason)
         self._mark(_FAILED, "failure mark")
+        self._emit(events.NOT_RECORDED, self._used, reason=reason)
 
     def fail(self, reason: str = "it failed") -> None:
         """Mark this live step failed: it is not recorded and runs again on the next try."""
@@ -215,13 +246,15 @@ class JournalStep:
         self.failure = reason
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
         self._mark(_FAILED, "failure mark")
+        self._emit(events.FAILED, self._used, reason=reason)
 
     def handed_out(self) -> None:
         """Count this replayed step in the try's summary and usage: its recorded result was used."""
         if self.replayed and not self._counted:
             self._counted = True
             self.run.journal.stats.replayed[self.kind] += 1
-            self.run.journal.stats._count_saved(self.meta)
+            self.run.journal.stats._count_saved(self.name, self.meta)
+            self._emit(events.REPLAYED, self.meta)
 
     def refuse_replay(self, reason: str) -> None:
         """
@@ -232,7 +265,7 @@ class JournalStep:
             stats = self.run.journal.stats
             stats.replayed[self.kind] -= 1
             stats.replayed += Counter()  # drops the kind if nothing of it replayed
-            stats._count_saved(self.meta, sign=-1)
+            stats._count_saved(self.name, self.meta, sign=-1)
         self.replayed, self.result, self.meta, self._counted = False, None, {}, False
         self.run._diverge(self, reason)
 
@@ -249,6 +282,31 @@ class JournalStep:
         if state == _FAILED and not self._marked:
             return
         self._marked = self.run.journal._write(self, self._entry(state, **fields), what=what) or self._marked
+
+    def _emit(self, outcome: str, used: dict[str, Any], reason: str | None = None) -> None:
+        if not events.listeners:
+            return
+
+        def number(name: str) -> Any:
+            value = used.get(name)
+            return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        events.emit(
+            events.StepEvent(
+                kind=self.kind,
+                name=self._stored_name,
+                key=self.key,
+                outcome=outcome,
+                started=self.started,
+                ended=events.now(),
+                input_tokens=number("input_tokens"),
+                output_tokens=number("output_tokens"),
+                total_tokens=number("tokens") if "tokens" in used else self._tokens,
+                cost_usd=number("cost_usd"),
+                resolution=self.resolution,
+                reason=reason,
+            )
+        )
 
     def _finish(self) -> None:
         self._finished = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.prices import cost_usd
 from airflow.providers.common.ai.durable.core.scope import journal_in_use
 
 #: The XCom key ``AgentOperator`` pushes a try's usage under.
@@ -18,18 +19,37 @@ USAGE_XCOM_KEY = "usage"
 
 @dataclass
 class ModelUsage:
-    """The requests that reached one model and their tokens."""
+    """The requests that reached one model, their tokens, and what they cost in US dollars (``None``: price unknown)."""
 
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cost_usd: float | None = 0.0
 
-    def add(self, *, requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> None:
-        self.requests += requests
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.total_tokens += total_tokens
+    @classmethod
+    def of_call(
+        cls,
+        model: str,
+        *,
+        requests: int,
+        input_tokens: int,
+        output_tokens: int,
+        total_tokens: int,
+        cached_input_tokens: int = 0,
+    ) -> ModelUsage:
+        """What one call of ``model`` used, its cost at the model's price."""
+        cost = cost_usd(
+            model, input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached_input_tokens
+        )
+        return cls(requests, input_tokens, output_tokens, total_tokens, cost)
+
+    def add(self, other: ModelUsage) -> None:
+        self.requests += other.requests
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.total_tokens += other.total_tokens
+        self.cost_usd = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
 
 
 @dataclass
@@ -44,6 +64,10 @@ class TryUsage:
     models: dict[str, ModelUsage] = field(default_factory=dict)
     saved_requests: int = 0
     saved_tokens: int = 0
+    #: What the replayed calls had cost when they ran, in US dollars (those of a known price).
+    saved_cost_usd: float = 0.0
+    #: The models whose price is unknown, so that their calls are in no cost (spent or saved).
+    unknown_prices: list[str] = field(default_factory=list)
     replayed: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
     not_recorded: dict[str, int] = field(default_factory=dict)
@@ -66,6 +90,17 @@ class TryUsage:
     def total_tokens(self) -> int:
         return sum(usage.total_tokens for usage in self.models.values())
 
+    @property
+    def cost_usd(self) -> float:
+        """What this try's live calls cost in US dollars, those of models with a known price."""
+        return sum(usage.cost_usd for usage in self.models.values() if usage.cost_usd is not None)
+
+    def count(self, model: str, usage: ModelUsage) -> None:
+        """Count a live call of ``model``."""
+        self.models.setdefault(model, ModelUsage()).add(usage)
+        if usage.cost_usd is None and model not in self.unknown_prices:
+            self.unknown_prices.append(model)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: what goes to XCom and into the try's summary."""
         return {
@@ -73,8 +108,10 @@ class TryUsage:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
+            "cost_usd": self.cost_usd,
             "models": {name: asdict(usage) for name, usage in sorted(self.models.items())},
-            "saved": {"requests": self.saved_requests, "tokens": self.saved_tokens},
+            "saved": {"requests": self.saved_requests, "tokens": self.saved_tokens, "cost_usd": self.saved_cost_usd},
+            "unknown_prices": sorted(self.unknown_prices),
             "replayed": dict(sorted(self.replayed.items())),
             "live": dict(sorted(self.live.items())),
             "not_recorded": dict(sorted(self.not_recorded.items())),

@@ -266,6 +266,7 @@ class _DurableAgentRun:
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             total_tokens=usage.total_tokens,
+            cached_input_tokens=getattr(usage.input_tokens_details, "cached_tokens", 0) or 0,
         )
         try:
             recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
