@@ -1,7 +1,8 @@
 """
 Installs into the journal core what it asks of Airflow: the ``[core] fernet_key`` setting, the
 secrets masker, the journal of the running task instance, the exception that fails a task for
-good, and whether this Airflow can ask a person (human-in-the-loop). The provider's ``durable`` package
+good, whether this Airflow can ask a person (human-in-the-loop), and the model prices a deployment
+sets (``[common.ai] model_prices``). The provider's ``durable`` package
 installs it on import, so the core behaves the same whichever module is imported first.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.durable.core import encryption, in_flight, masking, scope
+from airflow.providers.common.ai.durable.core import encryption, in_flight, masking, prices, scope
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
@@ -72,6 +73,43 @@ def _asking_unsupported() -> str | None:
     )
 
 
+def _price_overrides() -> dict[str, prices.ModelPrice]:
+    """``[common.ai] model_prices``: US dollars per million tokens by model name; refused unless in that shape."""
+    import json
+
+    from airflow.configuration import conf
+    from airflow.exceptions import AirflowConfigException
+
+    text = conf.get("common.ai", "model_prices", fallback="") or ""
+    if not text.strip():
+        return {}
+    example = '{"my-llama": {"input": 0.2, "output": 0.6, "cached_input": 0.05}}'
+    try:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise TypeError("not a mapping")
+        return {str(model): _model_price(price) for model, price in value.items()}
+    except (ValueError, TypeError) as error:
+        raise AirflowConfigException(
+            f"[common.ai] model_prices must map model names to US dollars per million tokens, for example "
+            f"{example}: {error}"
+        ) from None
+
+
+def _model_price(price: object) -> prices.ModelPrice:
+    if (
+        not isinstance(price, dict)
+        or not {"input", "output"} <= set(price)
+        or set(price) - {"input", "output", "cached_input"}
+    ):
+        raise TypeError(f"{price!r} does not name input and output (and optionally cached_input) and nothing else")
+    amounts = {name: price[name] for name in price}
+    for name, amount in amounts.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < float("inf"):
+            raise ValueError(f"{name} of {amount!r} is not a price of 0 or more")
+    return prices.ModelPrice(**{name: float(amount) for name, amount in amounts.items()})
+
+
 def install() -> None:
     """Make the journal core use Airflow's Fernet key, secrets masker, running task instance and failures."""
     from airflow.exceptions import AirflowConfigException
@@ -84,3 +122,4 @@ def install() -> None:
     scope.bound_journal_provider = _bound_journal_of_running_task
     in_flight.failing_error = AirflowFailException
     in_flight.asking_unsupported = _asking_unsupported
+    prices.price_overrides = _price_overrides
