@@ -19,6 +19,7 @@ from airflow.providers.common.ai.durable.airflow.summaries import (
     approvals_of,
     read_summaries,
     retention_days,
+    steps_of,
     try_summary,
     write_summary,
 )
@@ -93,7 +94,7 @@ def test_an_expired_summary_is_not_shown_and_one_that_cannot_be_read_says_so(key
     expired = try_summary(JournalStats(), try_number=1, outcome="failed", now=NOW - datetime.timedelta(days=2), days=1)
     texts = {1: json.dumps(expired), 2: json.dumps(fresh), 3: "fernet:not-a-token"}
     assert read_summaries(texts, now=NOW) == [
-        {**fresh, "budget": None, "unreadable": []},  # a try without a budget
+        {**fresh, "steps_not_listed": None, "budget": None, "unreadable": []},  # few steps, no budget
         {"try_number": 3, "problem": "this summary cannot be read"},
     ]
 
@@ -236,3 +237,81 @@ def test_huge_values_and_odd_unicode_in_a_summary_are_cut_to_what_a_page_can_sen
     summary["outcome"].encode("utf-8")  # what a response body must be
     assert len(summary["not_recorded"]) == len(summary["usage"]["live"]) == 200
     assert summary["unreadable"] == ["usage.live (not shown: 9800 more)", "not_recorded (not shown: 99800 more)"]
+
+
+def test_a_summary_lists_each_step_of_its_try_with_what_became_of_it_and_its_tokens_and_cost():
+    from airflow.providers.common.ai.durable.core.usage import ModelUsage
+
+    storage = InMemoryStorage()
+    first, second = DurableJournal(storage), DurableJournal(storage)
+    with first.run() as run:
+        model = run.claim("model", "gpt-4.1", "asks 1")
+        model.used(ModelUsage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15, cost_usd=0.00006))
+        model.record({"answer": "pay"})
+        run.claim("tool", "pay", "42").fail("it raised RuntimeError")
+    with second.run() as run:
+        run.claim("model", "gpt-4.1", "asks 1").handed_out()
+        run.claim("tool", "pay", "42").record({"v": "paid"})
+
+    assert steps_of(first) == [
+        {"key": "1.1", "kind": "model", "name": "gpt-4.1", "outcome": "live", "tokens": 15, "cost_usd": 0.00006},
+        {"key": "1.2", "kind": "tool", "name": "pay", "outcome": "failed"},
+    ]
+    # A replayed step with what it had cost when it ran: what the replay saved.
+    assert steps_of(second) == [
+        {"key": "1.1", "kind": "model", "name": "gpt-4.1", "outcome": "replayed", "tokens": 15, "cost_usd": 0.00006},
+        {"key": "1.2", "kind": "tool", "name": "pay", "outcome": "live"},
+    ]
+    summary = try_summary(second.stats, try_number=2, outcome="success", now=NOW, days=1, steps=steps_of(second))
+    [read] = read_summaries({2: json.dumps(summary)}, now=NOW)
+    assert [(s["key"], s["outcome"], s["tokens"], s["cost_usd"]) for s in read["steps"]] == [
+        ("1.1", "replayed", 15, 0.00006),
+        ("1.2", "live", None, None),
+    ]
+    assert read["unreadable"] == []
+
+
+def test_steps_are_listed_as_they_ran_nested_ones_under_their_step_each_outcome_named_and_names_masked():
+    from airflow.providers.common.compat.sdk import mask_secret
+
+    mask_secret(SECRET)
+    journal = DurableJournal(InMemoryStorage())
+    with journal.run() as run:
+        ask = run.claim("tool", "ask_expert", "q")
+        with ask.running(), journal.run() as nested:
+            nested.claim("model", "expert", "q").record({"answer": "yes"})
+        ask.record({"answer": "yes"})
+        run.claim("tool", "odd", "x").not_recordable("its result is not JSON")
+        run.claim("tool", f"tool-{SECRET}", "y").record({"v": 1})
+        run.claim("approval", "refund", "z")  # no answer yet
+    assert [(s["key"], s["name"], s["outcome"]) for s in steps_of(journal)] == [
+        ("1.1", "ask_expert", "live"),
+        ("1.1.1.1", "expert", "live"),
+        ("1.2", "odd", "not_recorded"),
+        ("1.3", "tool-***", "live"),
+        ("1.4", "refund", "unfinished"),
+    ]
+
+
+def test_a_try_of_more_steps_than_a_summary_lists_keeps_the_first_and_says_how_many_more():
+    steps = [{"key": f"1.{n}", "kind": "tool", "name": "t", "outcome": "live"} for n in range(1, 251)]
+    summary = try_summary(JournalStats(), try_number=1, outcome="success", now=NOW, days=1, steps=steps)
+    assert (len(summary["steps"]), summary["steps"][-1]["key"], summary["steps_not_listed"]) == (200, "1.200", 50)
+    [read] = read_summaries({1: json.dumps(summary)}, now=NOW)
+    assert (len(read["steps"]), read["steps_not_listed"], read["unreadable"]) == (200, 50, [])
+
+
+def test_a_summary_written_before_steps_were_listed_reads_with_none_and_nothing_unreadable():
+    stored = try_summary(JournalStats(), try_number=1, outcome="failed", now=NOW, days=1)
+    del stored["steps"]
+    [read] = read_summaries({1: json.dumps(stored)}, now=NOW)
+    assert (read["steps"], read["steps_not_listed"], read["unreadable"]) == (None, None, [])
+
+
+def test_a_model_of_unknown_price_reads_as_none_not_as_unreadable():
+    stored = {
+        "usage": {"models": {"house-model": {"total_tokens": 30, "cost_usd": None}}, "unknown_prices": ["house-model"]}
+    }
+    [read] = read_summaries({1: json.dumps(stored)}, now=NOW)
+    assert read["usage"]["models"]["house-model"]["cost_usd"] is None
+    assert read["unreadable"] == []

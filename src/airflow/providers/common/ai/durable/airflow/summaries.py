@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.journal_view import key_order
 from airflow.providers.common.ai.durable.core.masking import masked_text
 from airflow.providers.common.ai.durable.core.stats import JournalStats
 
@@ -82,6 +83,49 @@ def approvals_of(journal: DurableJournal) -> list[dict[str, Any]]:
     return approvals
 
 
+#: What became of a step in a try, as its summary lists it: its recorded result was handed out,
+#: it ran and its result was recorded, it failed (it runs again next try), it ran but its result
+#: could not be recorded (idem), or it has no result in this try (it was in flight when the try
+#: ended, or waits for a person's answer).
+STEP_OUTCOMES = ("replayed", "live", "failed", "not_recorded", "unfinished")
+
+
+def steps_of(journal: DurableJournal) -> list[dict[str, Any]]:
+    """
+    Each step this try claimed, in the order of their keys (a nested run's steps under the step
+    that started it), with what became of it and, where known, its tokens and cost in USD (for a
+    replayed step what it had cost when it ran).
+    """
+    not_recorded = set(journal.stats.not_recorded)
+    listed = []
+    for step in sorted(journal.claimed_steps(), key=lambda step: key_order(step.key)):
+        if step.replayed:
+            outcome, used, tokens = "replayed", step.meta, step.meta.get("tokens")
+        else:
+            # What a live call used is kept on its step only until it is recorded; the step has no
+            # public name for it yet (JournalStep._used and _tokens, read here alone).
+            used, tokens = getattr(step, "_used", None) or {}, getattr(step, "_tokens", None)
+            if step.failure is not None:
+                outcome = "failed"
+            elif any(what.startswith(f"{step.describe()}: ") for what in not_recorded):
+                outcome = "not_recorded"
+            else:
+                outcome = "live" if step.recorded is not None else "unfinished"
+        cost = used.get("cost_usd")
+        listed.append(
+            {
+                "key": step.key,
+                "kind": masked_text(step.kind),
+                "name": masked_text(step.name)[:_MAX_NAME],
+                "outcome": outcome,
+                # Left out when unknown (a tool call, a price not known), so the page reads no null.
+                **({"tokens": tokens} if isinstance(tokens, int) and not isinstance(tokens, bool) else {}),
+                **({"cost_usd": cost} if isinstance(cost, (int, float)) and not isinstance(cost, bool) else {}),
+            }
+        )
+    return listed
+
+
 def try_summary(
     stats: JournalStats,
     *,
@@ -90,8 +134,14 @@ def try_summary(
     now: datetime.datetime,
     days: int,
     approvals: list[dict[str, Any]] | None = None,
+    steps: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """What one try did, as JSON; every free text passed through Airflow's masker."""
+    """
+    What one try did, as JSON; every free text passed through Airflow's masker. Of ``steps`` (see
+    :func:`steps_of`) the first ``_MAX_ITEMS`` are kept and the number of the others is
+    ``steps_not_listed``: the page draws the first ones and says how many more there were.
+    """
+    steps = steps or []
     return {
         "format": SUMMARY_FORMAT,
         "try_number": try_number,
@@ -105,6 +155,8 @@ def try_summary(
         ],
         "not_recorded": [masked_text(what) for what in stats.not_recorded],
         "approvals": approvals or [],
+        "steps": steps[:_MAX_ITEMS],
+        **({"steps_not_listed": len(steps) - _MAX_ITEMS} if len(steps) > _MAX_ITEMS else {}),
         **({"budget": stats.budget} if stats.budget is not None else {}),
     }
 
@@ -178,7 +230,13 @@ def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: i
 
         now = datetime.datetime.now(tz=datetime.timezone.utc)
         summary = try_summary(
-            journal.stats, try_number=try_number, outcome=outcome, now=now, days=days, approvals=approvals_of(journal)
+            journal.stats,
+            try_number=try_number,
+            outcome=outcome,
+            now=now,
+            days=days,
+            approvals=approvals_of(journal),
+            steps=steps_of(journal),
         )
         store.write(try_number, encrypt_text(json.dumps(summary, ensure_ascii=False)), days=days)
     except Exception as error:
@@ -187,7 +245,8 @@ def write_summary(store: SummaryStore, journal: DurableJournal, *, try_number: i
 
 #: What each field of a summary holds, as this release writes it: the page shows a field only in
 #: this shape. ``str`` as a key stands for any name (a model, a kind of step).
-_COUNT, _TEXT, _FLAG, _AMOUNT = "count", "text", "flag", "amount"
+#: ``_PRICED`` is an amount, or ``None`` where the price is unknown.
+_COUNT, _TEXT, _FLAG, _AMOUNT, _PRICED = "count", "text", "flag", "amount", "priced"
 _MODEL_USAGE = {
     "requests": _COUNT,
     "input_tokens": _COUNT,
@@ -204,7 +263,7 @@ _SHAPE: dict[Any, Any] = {
     "expires_at": _TEXT,
     "usage": {
         **_MODEL_USAGE,
-        "models": {str: _MODEL_USAGE},
+        "models": {str: {**_MODEL_USAGE, "cost_usd": _PRICED}},
         "saved": {"requests": _COUNT, "tokens": _COUNT, "cost_usd": _AMOUNT},
         "unknown_prices": [_TEXT],
         "replayed": {str: _COUNT},
@@ -215,10 +274,15 @@ _SHAPE: dict[Any, Any] = {
     "divergences": [{"key": _TEXT, "step": _TEXT, "reason": _TEXT}],
     "not_recorded": [_TEXT],
     "approvals": [{"key": _TEXT, "tools": _TEXT, "decision": _TEXT, "replayed": _FLAG}],
+    # Summaries written before a release that listed steps have neither: the page says so.
+    "steps": [{"key": _TEXT, "kind": _TEXT, "name": _TEXT, "outcome": _TEXT, "tokens": _COUNT, "cost_usd": _AMOUNT}],
+    "steps_not_listed": _COUNT,
     "budget": {"first_try": _COUNT, "limits": _BUDGET_AMOUNTS, "spent": _BUDGET_AMOUNTS, "left": _BUDGET_AMOUNTS},
 }
 #: The longest text and the most items of a list or names of a mapping a summary shows.
 _MAX_TEXT, _MAX_ITEMS = 2000, 200
+#: The longest step name a summary keeps: enough to tell a model or tool apart on the page.
+_MAX_NAME = 100
 
 
 def read_summaries(texts: dict[int, str], *, now: datetime.datetime) -> list[dict[str, Any]]:
@@ -264,12 +328,17 @@ def _in_shape(value: Any, shape: Any, path: str, unreadable: list[str]) -> Any:
         _COUNT: isinstance(value, int) and not isinstance(value, bool),
         _TEXT: isinstance(value, str),
         _FLAG: isinstance(value, bool),
-        _AMOUNT: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+        _AMOUNT: _is_amount(value),
+        _PRICED: value is None or _is_amount(value),
     }[shape]
     if not readable:
         unreadable.append(path)
         return None
     return _shown(value) if shape == _TEXT else value
+
+
+def _is_amount(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _items_in_shape(value: list[Any] | dict[str, Any], shape: Any, path: str, unreadable: list[str]) -> Any:

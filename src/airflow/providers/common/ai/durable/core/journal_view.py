@@ -55,7 +55,8 @@ def _number(part: str) -> int:
     return int(part) if part.isascii() and part.isdigit() and len(part) < 19 else -1
 
 
-def _order(key: str) -> tuple[int, ...]:
+def key_order(key: str) -> tuple[int, ...]:
+    """A step's key as numbers, to sort steps as they ran: ``1.2`` before ``1.2.1.1`` before ``1.3``."""
     return tuple(_number(part) for part in key.split("."))
 
 
@@ -104,7 +105,7 @@ def journal_view(entries: dict[str, str]) -> list[RunView]:
     """The top-level runs of a journal given as its stored entries (key to text), nested runs under their steps."""
     runs: dict[str, RunView] = {}
     steps: dict[str, StepView] = {}
-    for key in sorted((key for key in entries if key != _INDEX_KEY and not is_snapshot_key(key)), key=_order):
+    for key in sorted((key for key in entries if key != _INDEX_KEY and not is_snapshot_key(key)), key=key_order):
         if "." not in key:
             continue
         path = key.rsplit(".", 1)[0]
