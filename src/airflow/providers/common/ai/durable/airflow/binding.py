@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.durable.core import encryption, in_flight, masking, prices, scope
+from airflow.providers.common.ai.durable.airflow import telemetry
+from airflow.providers.common.ai.durable.core import encryption, events, in_flight, masking, prices, scope
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
@@ -123,3 +124,6 @@ def install() -> None:
     in_flight.failing_error = AirflowFailException
     in_flight.asking_unsupported = _asking_unsupported
     prices.price_overrides = _price_overrides
+    if telemetry.listen not in events.listeners:
+        events.listeners.append(telemetry.listen)
+        telemetry.instrument_agent_sdk()
