@@ -74,6 +74,19 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "30",
                         "default": "7",
                     },
+                    "model_prices": {
+                        "description": (
+                            "Prices of models in US dollars per million tokens, by model name, as JSON: for a\n"
+                            "private deployment, a negotiated rate, or a model the maintained price table\n"
+                            "(genai-prices) does not know. A model named here takes this price over the table's.\n"
+                            '"cached_input" (optional) is the price of input tokens read from the provider\'s\n'
+                            "prompt cache. A model with no price has an unknown cost: it is named, never guessed.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": '{"my-llama": {"input": 0.2, "output": 0.6, "cached_input": 0.05}}',
+                        "default": "",
+                    },
                 },
             }
         },

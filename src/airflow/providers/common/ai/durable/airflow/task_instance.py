@@ -151,9 +151,24 @@ def journal_of_running_task() -> DurableJournal | None:
     journal = _journals.get(key)
     if journal is None:
         journal = _journals[key] = DurableJournal(EncryptedStorage(storage_for_task(context)))
+        journal.try_number, journal.budget_first_try = context["ti"].try_number, _first_try_of_budget(context)
         summaries = _summaries[key] = summary_store_for_task(context)
         journal.after_each_run = functools.partial(_keep_summary, summaries, journal, context["ti"].try_number)
     return journal
+
+
+def _first_try_of_budget(context: Any) -> int:
+    """
+    The first try the task instance's budget counts: a clear of a finished task instance starts a
+    new budget. Airflow's clear sets ``max_tries`` to the last try's number plus the task's
+    retries; a retry leaves it as it was.
+    """
+    ti, task = context["ti"], context.get("task")
+    retries = getattr(task, "retries", None)
+    max_tries = getattr(ti, "max_tries", None)
+    if not isinstance(retries, int) or not isinstance(max_tries, int):
+        return 1
+    return min(max(max_tries - retries + 1, 1), ti.try_number)
 
 
 def _keep_summary(summaries: SummaryStore, journal: DurableJournal, try_number: int) -> None:

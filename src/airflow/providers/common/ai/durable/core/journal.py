@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from itertools import count
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY, BudgetLedger, UsageBudget
 from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.core.entries import (
     _DONE,
@@ -82,9 +83,30 @@ class DurableJournal:
         self._index_stored = False
         # False once an index this journal read could not be read: runs may be under any step.
         self._index_complete = True
+        # Whether the index says a try kept what its budget spent (under BUDGET_KEY), for the clean-up.
+        self._budget_noted = False
         self._warned_of_identical_runs = False
         #: Called after each top-level run ends, however it ends (the task keeps its try's summary so far).
         self.after_each_run: Callable[[], None] | None = None
+        #: The try this journal is bound to, and the first try its budget counts (a clear of a
+        #: finished task instance starts a new budget): set by the binding of the task system.
+        self.try_number = 1
+        self.budget_first_try = 1
+        #: What the tries of the task instance's budget spent, once a run gave it a budget (R-58).
+        self.budget: BudgetLedger | None = None
+
+    def use_budget(self, budget: UsageBudget) -> BudgetLedger:
+        """Count every live model request of this task instance against ``budget``; one budget a task."""
+        with self._lock:
+            if self.budget is None:
+                self.budget = BudgetLedger(self, budget, try_number=self.try_number, first_try=self.budget_first_try)
+                self._note_in_index(budget=True)
+            elif self.budget.budget != budget:
+                raise ValueError(
+                    f"a task instance has one budget, which all of its agents share: {self.budget.budget} was "
+                    f"given first, and this run gives {budget}; give every run the same budget"
+                )
+            return self.budget
 
     @contextlib.contextmanager
     def run(self, *, key: str | None = None) -> Iterator[DurableRun]:
@@ -243,7 +265,17 @@ class DurableJournal:
         if parent in parents:
             return
         parents.add(parent)
+        self._note_in_index()
+
+    def _note_in_index(self, *, budget: bool = False) -> None:
+        """Write the index: the steps runs started under, and whether a budget's spending is kept."""
+        parents = self._stored_parents()
+        if budget and self._budget_noted:
+            return
+        self._budget_noted = self._budget_noted or budget
         entry: dict[str, Any] = {"format": FORMAT_VERSION, "kind": "index", "parents": sorted(parents)}
+        if self._budget_noted:
+            entry["budget"] = True
         if not self._index_complete:
             # The parents an unreadable index named are lost: the clean-up looks under every step.
             entry["complete"] = False
@@ -264,6 +296,8 @@ class DurableJournal:
                     problem,
                 )
             self._index_complete = problem is None and (entry is None or entry.get("complete") is not False)
+            # An index that cannot be read may have named a budget: the clean-up looks for it.
+            self._budget_noted = problem is not None or (entry is not None and entry.get("budget") is True)
             self._parents = {p for p in parents if isinstance(p, str)} if isinstance(parents, list) else set()
         return self._parents
 
@@ -357,6 +391,8 @@ class DurableJournal:
                     looked_under.update(keys)
         if self._index_stored:
             yield _INDEX_KEY
+        if self._budget_noted:
+            yield BUDGET_KEY
 
 
 def _index_written(error: BaseException | None) -> None:

@@ -196,36 +196,19 @@ class JournalStep:
             self._emit(events.LIVE if replayable else events.NOT_RECORDED, self._used)
         return replayable
 
-    def used(
-        self,
-        *,
-        requests: int,
-        input_tokens: int,
-        output_tokens: int,
-        total_tokens: int,
-        cached_input_tokens: int = 0,
-    ) -> None:
+    def used(self, usage: ModelUsage) -> ModelUsage:
         """
-        Count what this live call used (a model call's requests and tokens, and what they cost at
-        the price of the model the step is named after) in the try's usage and its budget; tokens
-        and cost are recorded with its result, so that a replay knows what it saved.
+        Count what this live call used (a model call's requests, tokens and cost) in the try's
+        usage; tokens and cost are recorded with its result, so that a replay knows what it saved.
         """
-        usage = ModelUsage.of_call(
-            self.name,
-            requests=requests,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            total_tokens=total_tokens,
-            cached_input_tokens=cached_input_tokens,
-        )
         self.run.journal.stats.count_used(self.name, usage)
-        cost = usage.cost_usd
-        self._tokens = total_tokens
+        self._tokens = usage.total_tokens
         self._used = {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            **({"cost_usd": cost} if cost is not None else {}),
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            **({"cost_usd": usage.cost_usd} if usage.cost_usd is not None else {}),
         }
+        return usage
 
     def keep_live(self, reason: str) -> None:
         """This call will return without having completed (a run it started stopped): never record it."""

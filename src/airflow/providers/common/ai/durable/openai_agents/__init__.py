@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import current_journal, running_step
 
@@ -57,9 +58,14 @@ log = logging.getLogger(__name__)
 
 
 async def _run(
-    journal: DurableJournal | None, durable_key: str | None, agent: Agent, input: Any, kwargs: dict[str, Any]
+    journal: DurableJournal | None,
+    durable_key: str | None,
+    agent: Agent,
+    input: Any,
+    kwargs: dict[str, Any],
+    budget: UsageBudget | None = None,
 ) -> RunResult:
-    with _journaled(journal, durable_key, kwargs, input) as (kwargs, durable):
+    with _journaled(journal, durable_key, kwargs, input, budget) as (kwargs, durable):
         provider = getattr(kwargs.get("run_config"), "model_provider", None)
         if durable is not None and (session := kwargs.get("session")) is not None:
             await _rewind_session(session, durable.run, input, kwargs["run_config"])
@@ -85,7 +91,22 @@ def _checked(durable_key: Any) -> str | None:
     return durable_key
 
 
-async def run_durably(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
+def _checked_budget(budget: Any) -> UsageBudget | None:
+    if budget is not None and not isinstance(budget, UsageBudget):
+        raise TypeError(
+            f"budget must be a UsageBudget, for example UsageBudget(max_total_tokens=100_000), not {budget!r}"
+        )
+    return budget
+
+
+async def run_durably(
+    agent: Agent,
+    input: Any,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    **kwargs: Any,
+) -> RunResult:
     """
     ``Runner.run(agent, input, **kwargs)``, journaled in the running task instance's journal.
 
@@ -98,27 +119,40 @@ async def run_durably(agent: Agent, input: Any, *, durable_key: str | None = Non
     A run is matched to its recorded run by what its first model call asks. Runs that ask the
     same and start concurrently (``asyncio.gather``, a thread pool) are told apart by
     ``durable_key``: a string that names the run, the same on every try (``durable_key="alice"``).
+
+    ``budget``: a :class:`UsageBudget` over all tries of the task instance, shared by every run
+    of the task: a live model request that would pass it is not sent and the task fails without
+    retry. A task has one budget: another one given to a later run of the same try is refused.
+    Outside a task there are no tries to count and the budget is not applied.
     """
-    durable_key = _checked(durable_key)
+    durable_key, budget = _checked(durable_key), _checked_budget(budget)
     # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
     journal = await asyncio.to_thread(current_journal)
-    return await _run(journal, durable_key, agent, input, kwargs)
+    return await _run(journal, durable_key, agent, input, kwargs, budget)
 
 
 class _DurableRunner(AgentRunner):
     """The SDK's runner, whose ``run_sync`` drives the journaled run: its loop, cancellation and errors."""
 
-    def __init__(self, journal: DurableJournal | None, durable_key: str | None) -> None:
+    def __init__(self, journal: DurableJournal | None, durable_key: str | None, budget: UsageBudget | None) -> None:
         self.journal = journal
         self.durable_key = durable_key
+        self.budget = budget
 
     async def run(self, starting_agent: Agent, input: Any, **kwargs: Any) -> RunResult:
-        return await _run(self.journal, self.durable_key, starting_agent, input, kwargs)
+        return await _run(self.journal, self.durable_key, starting_agent, input, kwargs, self.budget)
 
 
-def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any) -> RunResult:
+def run_durably_sync(
+    agent: Agent,
+    input: Any,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    **kwargs: Any,
+) -> RunResult:
     """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
-    durable_key = _checked(durable_key)
+    durable_key, budget = _checked(durable_key), _checked_budget(budget)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -128,7 +162,7 @@ def run_durably_sync(agent: Agent, input: Any, *, durable_key: str | None = None
         journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
     if journal is None:
         return Runner.run_sync(agent, input, **kwargs)
-    return _DurableRunner(journal, durable_key).run_sync(agent, input, **kwargs)
+    return _DurableRunner(journal, durable_key, budget).run_sync(agent, input, **kwargs)
 
 
 def _off_the_loop(function: Callable[..., Any], *args: Any) -> Any:
@@ -139,7 +173,12 @@ def _off_the_loop(function: Callable[..., Any], *args: Any) -> Any:
 
 
 def run_durably_streamed(
-    agent: Agent, input: Any, *, durable_key: str | None = None, **kwargs: Any
+    agent: Agent,
+    input: Any,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    **kwargs: Any,
 ) -> RunResultStreaming:
     """
     ``Runner.run_streamed(agent, input, **kwargs)``, journaled as :func:`run_durably` is.
@@ -147,9 +186,10 @@ def run_durably_streamed(
     Each model call is recorded when its stream completes. On a retry a replayed call passes on
     its recorded answer as one ``response.completed`` event: ``stream_events()`` yields the same
     run-item events (messages, tool calls, tool outputs, handoffs), but not the raw token deltas of
-    replayed calls. A stream cut off mid-call was never recorded, and runs again.
+    replayed calls. A stream cut off mid-call was never recorded, and runs again. A request the
+    ``budget`` refuses ends the stream with the error that fails the task.
     """
-    durable_key = _checked(durable_key)
+    durable_key, budget = _checked(durable_key), _checked_budget(budget)
     # Bound, and a session put back, off the event loop: a storage's set-up may run an event loop
     # of its own (s3fs does), and the run must not start before the session is back.
     journal = _off_the_loop(current_journal)
@@ -157,7 +197,7 @@ def run_durably_streamed(
         return Runner.run_streamed(agent, input, **kwargs)
     run = contextlib.ExitStack()
     try:
-        kwargs, durable = run.enter_context(_journaled(journal, durable_key, kwargs, input))
+        kwargs, durable = run.enter_context(_journaled(journal, durable_key, kwargs, input, budget))
         if durable is not None and (session := kwargs.get("session")) is not None:
             _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input, kwargs["run_config"]))
         result = Runner.run_streamed(agent, input, **kwargs)
@@ -186,6 +226,7 @@ def run_durably_streamed(
 __all__ = [
     "SERVER_SIDE_CONVERSATION_OPTIONS",
     "Happened",
+    "UsageBudget",
     "current_idempotency_key",
     "in_flight",
     "run_durably",

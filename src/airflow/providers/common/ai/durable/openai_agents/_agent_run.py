@@ -40,12 +40,15 @@ from pydantic import ValidationError
 
 from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.core.usage import ModelUsage
+from airflow.providers.common.ai.durable.openai_agents._budget import admitted_by_budget, settled, usage_of
 from airflow.providers.common.ai.durable.openai_agents._in_flight import (
     InFlightMarkNotStored,
     RunStopped,
@@ -187,18 +190,36 @@ class _DurableAgentRun:
 
     async def model_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
         if self._is_inside_a_call():
-            return await model.get_response(**call)
+            return await self._unjournaled_response(model, name, call)
         step = self._model_step(name, call)
         response = self._replayed_response(step) if step.replayed else None
         if response is None:
             await _after_earlier_writes(step)
+            admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=True)
             try:
                 response = await model.get_response(**call)
             except BaseException:
                 self._failed_model_step = step
+                settled(admission, None)
                 raise
-            self._record_response(step, response)
+            settled(admission, self._record_response(step, response))
         self._answered(step, response, call["tools"])
+        return response
+
+    async def _unjournaled_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
+        """A model call inside one of this run's tool calls: not journaled, but counted in the usage and budget."""
+        parent = running_step()
+        admission = await admitted_by_budget(
+            self.run.journal, name, parent.key if parent is not None else "", call, carried=True
+        )
+        try:
+            response = await model.get_response(**call)
+        except BaseException:
+            settled(admission, None)
+            raise
+        used = usage_of(name, response.usage)
+        self.run.journal.stats.count_used(name, used)
+        settled(admission, used)
         return response
 
     async def streamed_response(self, model: Model, name: str, call: dict[str, Any]) -> AsyncIterator[Any]:
@@ -223,6 +244,9 @@ class _DurableAgentRun:
             return
         done_items: list[Any] = []
         await _after_earlier_writes(step)
+        # A streamed run hands the user its loop's exception as it is: a refusal is the error itself.
+        admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=False)
+        used: ModelUsage | None = None
         try:
             async for event in model.stream_response(**call):
                 if isinstance(event, ResponseOutputItemDoneEvent):
@@ -243,12 +267,14 @@ class _DurableAgentRun:
                         else Usage(requests=1),
                         response_id=completed.id,
                     )
-                    self._record_response(step, response)
+                    used = self._record_response(step, response)
                     self._answered(step, response, call["tools"])
                 yield event
         except Exception:
             self._failed_model_step = step
             raise
+        finally:
+            settled(admission, used)
 
     def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
         fingerprinted, parts = self._model_calls.fingerprint_and_parts(_request(name, call), what=f"model {name!r}")
@@ -259,21 +285,15 @@ class _DurableAgentRun:
         return step
 
     @staticmethod
-    def _record_response(step: JournalStep, response: ModelResponse) -> None:
-        usage = response.usage
-        step.used(
-            requests=usage.requests,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            total_tokens=usage.total_tokens,
-            cached_input_tokens=getattr(usage.input_tokens_details, "cached_tokens", 0) or 0,
-        )
+    def _record_response(step: JournalStep, response: ModelResponse) -> ModelUsage:
+        used = step.used(usage_of(step.name, response.usage))
         try:
             recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
         except (ValueError, TypeError, RecursionError) as error:
             step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
         else:
             step.record(recorded)
+        return used
 
     @staticmethod
     def _replayed_response(step: JournalStep) -> ModelResponse | None:
@@ -444,13 +464,19 @@ install_mcp_hooks(_note_failure)
 
 @contextlib.contextmanager
 def _journaled(
-    journal: DurableJournal | None, durable_key: str | None, kwargs: dict[str, Any], input: Any
+    journal: DurableJournal | None,
+    durable_key: str | None,
+    kwargs: dict[str, Any],
+    input: Any,
+    budget: UsageBudget | None = None,
 ) -> Iterator[tuple[dict[str, Any], _DurableAgentRun | None]]:
     """The ``Runner.run`` arguments to run, and the journaled run: durable inside a task, the user's outside."""
     if journal is None:
         yield kwargs, None
         return
     _refuse_server_side_conversation(kwargs)
+    if budget is not None:
+        journal.use_budget(budget)
     if isinstance(input, RunState):
         log.warning(
             "Durable: this run is not journaled and runs live on every try: a resumed RunState carries its own history"

@@ -1,0 +1,246 @@
+"""
+A budget over all tries of a task instance (R-58): :class:`UsageBudget`, the limits a user sets,
+and :class:`BudgetLedger`, what the tries of the budget spent, kept with the journal.
+
+Every live model request of every try counts; a replayed call costs nothing. Before a live
+request is sent, what the budget's tries spent plus what the request can at most add (its
+``max_tokens``, where the request says) must stay within each limit, or the request is not sent
+and the task fails for good: a retry would be refused the same way.
+
+Concurrent requests of one task (``asyncio.gather``, threads) never together pass a limit by more
+than one request's worth: under a limit on requests, or on output tokens with ``max_tokens`` set,
+a request runs beside others while the most all of them can add fits what is left; under a limit
+whose most a request can add is not known before it returns (input and total tokens, money), a
+request waits until no other request is in flight, and is sent only if the limit is not reached.
+
+Where it is kept: under one key of the journal (:data:`BUDGET_KEY`), what each try spent, written
+behind the agent before the next live request. A clear of a finished task instance starts a new
+budget: the system the journal runs in says from which try the budget counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import threading
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.durable.core import events, in_flight
+from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, FORMAT_VERSION, _looked_up
+from airflow.providers.common.ai.durable.core.prices import format_usd, price_of
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.usage import ModelUsage
+
+# The logger of the journal's steps: log settings name it.
+log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+
+#: The journal's key of what the tries of its budget spent (beside the index's, never an entry's).
+BUDGET_KEY = f"{_INDEX_KEY}.budget"
+#: What a budget limits, as its fields and the ledger name them.
+AMOUNTS = ("requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd")
+
+
+@dataclass(frozen=True)
+class UsageBudget:
+    """
+    Limits on what all tries of a task instance may spend on model requests: requests, input,
+    output and total tokens, and cost in US dollars (at the model's price, see ``[common.ai]
+    model_prices``). Give it to ``AgentOperator(budget=...)``, ``@task.agent(budget=...)`` or
+    ``run_durably(..., budget=...)``; every agent of the task shares it. A request that would pass
+    a limit is not sent and the task fails without retry. Refused when it limits nothing or a
+    limit is not a number above zero.
+    """
+
+    max_requests: int | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        limits = {field.name: getattr(self, field.name) for field in fields(self)}
+        if all(value is None for value in limits.values()):
+            raise ValueError("UsageBudget limits nothing: set at least one of " + ", ".join(limits))
+        for name, value in limits.items():
+            whole = name != "max_cost_usd"
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+                raise TypeError(f"UsageBudget({name}={value!r}) must be a {'whole number' if whole else 'number'}")
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"UsageBudget({name}={value!r}) must be above zero")
+
+    def limits(self) -> dict[str, float]:
+        """The limits set, by what they limit (``"requests"``, ..., ``"cost_usd"``)."""
+        return {name: getattr(self, f"max_{name}") for name in AMOUNTS if getattr(self, f"max_{name}") is not None}
+
+
+class BudgetExceeded(Exception):
+    """A live model request was not sent: it would pass a limit of the task instance's budget."""
+
+
+def _zero() -> dict[str, float]:
+    return dict.fromkeys(AMOUNTS, 0)
+
+
+class BudgetLedger:
+    """What the tries of a task instance's budget spent, and the requests of this try in flight."""
+
+    def __init__(self, journal: DurableJournal, budget: UsageBudget, *, try_number: int, first_try: int) -> None:
+        self.journal = journal
+        self.budget = budget
+        self.try_number = try_number
+        self.first_try = first_try
+        self._lock = threading.Lock()
+        # What each try spent, by try number, as the store held it when first needed (this try's own included).
+        self._tries: dict[int, dict[str, float]] | None = None
+        # The requests in flight, each with the most it can add (None where that is not known).
+        self._in_flight: list[dict[str, float | None]] = []
+
+    def _spent_by_try(self) -> dict[int, dict[str, float]]:
+        if self._tries is None:
+            entry, problem = _looked_up(self.journal._io.read_later(BUDGET_KEY))
+            if problem is not None:
+                raise in_flight.failing_error(
+                    f"Durable: what the tries of this task's budget spent cannot be read, so no request is sent: {problem}"
+                )
+            recorded = entry.get("tries") if entry is not None else None
+            self._tries = {
+                int(number): {name: _amount(spent.get(name)) for name in AMOUNTS}
+                for number, spent in (recorded.items() if isinstance(recorded, dict) else ())
+                if str(number).isdigit() and isinstance(spent, dict)
+            }
+            self._tries.setdefault(self.try_number, _zero())
+        return self._tries
+
+    def spent(self) -> dict[str, float]:
+        """What the tries of this budget spent, in total."""
+        with self._lock:
+            tries = self._spent_by_try()
+            return {
+                name: sum(spent[name] for number, spent in tries.items() if number >= self.first_try)
+                for name in AMOUNTS
+            }
+
+    async def admit(self, model: str, key: str, max_output_tokens: int | None) -> dict[str, float | None]:
+        """
+        Wait until the request to ``model`` at ``key`` may be sent, and count it in flight; the
+        most it can add is returned, to hand back with :meth:`settled`. Raises the error that fails
+        the task for good when the request would pass a limit.
+        """
+        most = self._most_a_request_adds(model, max_output_tokens)
+        while True:
+            with self._lock:
+                verdict = self._verdict(most)
+                if verdict is True:
+                    self._in_flight.append(most)
+                    return most
+            if verdict is not False:
+                events.emit(events.BudgetRefusal(limit=verdict[0], model=model, key=key))
+                raise in_flight.failing_error(self._refusal(model, key, *verdict))
+            await asyncio.sleep(0.005)
+
+    def settled(self, most: dict[str, float | None], usage: ModelUsage | None) -> None:
+        """A request admitted with ``most`` returned (``usage``: what it used, if it got an answer)."""
+        with self._lock:
+            self._in_flight.remove(most)
+            if usage is None:
+                return
+            spent = self._spent_by_try()[self.try_number]
+            spent["requests"] += usage.requests
+            spent["input_tokens"] += usage.input_tokens
+            spent["output_tokens"] += usage.output_tokens
+            spent["total_tokens"] += usage.total_tokens
+            spent["cost_usd"] += usage.cost_usd or 0.0
+            text = json.dumps(
+                {
+                    "format": FORMAT_VERSION,
+                    "kind": "budget",
+                    "tries": {str(number): amounts for number, amounts in sorted(self._tries.items())},
+                },
+                separators=(",", ":"),
+            )
+        self.journal._io.write(BUDGET_KEY, text, _budget_written)
+        self.journal.stats.budget = self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """The budget as the try's summary and usage show it: from which try, the limits, spent and left."""
+        limits = self.budget.limits()
+        spent = self.spent()
+        return {
+            "first_try": self.first_try,
+            "limits": limits,
+            "spent": {name: spent[name] for name in limits},
+            "left": {name: max(limit - spent[name], 0) for name, limit in limits.items()},
+        }
+
+    def _most_a_request_adds(self, model: str, max_output_tokens: int | None) -> dict[str, float | None]:
+        """The most one request can add to each amount, where known: its input tokens never are, before it returns."""
+        if self.budget.max_cost_usd is not None and price_of(model) is None:
+            raise in_flight.failing_error(
+                f"Durable: this task's budget limits cost (max_cost_usd={self.budget.max_cost_usd}), but the price "
+                f"of model {model!r} is unknown, so no request to it is sent: set its price in [common.ai] "
+                f'model_prices, for example {{{json.dumps(model)}: {{"input": 0.4, "output": 1.6}}}}'
+            )
+        return {
+            "requests": 1,
+            "input_tokens": None,
+            "output_tokens": max_output_tokens,
+            "total_tokens": None,
+            "cost_usd": None,
+        }
+
+    def _verdict(self, most: dict[str, float | None]) -> bool | tuple[str, float, float]:
+        """True: send it; False: wait for the requests in flight; else the limit it would pass, spent and most."""
+        spent = self.spent()
+        for name, limit in self.budget.limits().items():
+            adds = most[name]
+            ahead = [other[name] for other in self._in_flight]
+            if spent[name] >= limit:
+                return name, spent[name], adds or 0
+            if adds is None or None in ahead:
+                if self._in_flight:
+                    return False
+                continue
+            if spent[name] + sum(a or 0 for a in ahead) + adds > limit:
+                if self._in_flight:
+                    return False
+                return name, spent[name], adds
+        return True
+
+    def _refusal(self, model: str, key: str, limit: str, spent: float, adds: float) -> str:
+        shown = format_usd if limit == "cost_usd" else _whole
+        tries = self._spent_by_try()
+        by_try = ", ".join(
+            f"try {number}: {shown(amounts[limit])}"
+            for number, amounts in sorted(tries.items())
+            if number >= self.first_try
+        )
+        most = f" and this request may add up to {shown(adds)} (its max_tokens)" if adds else ""
+        maximum = getattr(self.budget, f"max_{limit}")
+        return (
+            f"Durable: the request to model {model!r} at {key} was not sent: it would pass this task's budget, "
+            f"max_{limit}={maximum}. Its tries spent {shown(spent)} ({by_try}){most}. A retry would be refused "
+            f"the same way, so the task fails without one; raise UsageBudget(max_{limit}=...) and clear the task "
+            f"(a clear of a finished task instance starts a new budget; what replayed costs nothing)."
+        )
+
+
+def _amount(value: Any) -> float:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else 0
+
+
+def _whole(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _budget_written(error: BaseException | None) -> None:
+    if error is not None:
+        log.warning(
+            "Durable: could not store what this try spent of its budget; a later try counts less reason=%r", str(error)
+        )
