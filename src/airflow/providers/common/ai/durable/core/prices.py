@@ -25,9 +25,7 @@ class ModelPrice:
     def cost(self, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
         cached = min(max(cached_input_tokens, 0), input_tokens) if self.cached_input is not None else 0
         return (
-            (input_tokens - cached) * self.input
-            + cached * (self.cached_input or 0.0)
-            + output_tokens * self.output
+            (input_tokens - cached) * self.input + cached * (self.cached_input or 0.0) + output_tokens * self.output
         ) / 1_000_000
 
 
