@@ -127,3 +127,22 @@ def test_without_signing_in_the_page_sends_to_the_login_page(app, journal):
 def test_a_page_asked_without_its_task_says_what_it_needs(app):
     answer = signed_in(app, "reader").get("/common-ai/journal/support?run_id=r")
     assert answer.status_code == 400 and "task_id" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("ui_zone", "core_zone", "shown"),
+    [("Asia/Tokyo", "utc", "Asia/Tokyo"), ("utc", "Europe/Paris", "UTC"), ("", "Europe/Paris", "Europe/Paris")],
+)
+def test_the_page_shows_times_in_the_ui_default_zone_as_2_11_reads_it(monkeypatch, ui_zone, core_zone, shown):
+    from airflow.providers.common.ai.plugins.journal_page_fab import default_ui_timezone
+
+    monkeypatch.setenv("AIRFLOW__WEBSERVER__DEFAULT_UI_TIMEZONE", ui_zone)
+    monkeypatch.setenv("AIRFLOW__CORE__DEFAULT_TIMEZONE", core_zone)
+    assert default_ui_timezone() == shown
+
+
+@pytest.mark.db
+def test_the_page_is_written_as_2_11_writes_times_and_keeps_its_theme(app, journal, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__WEBSERVER__DEFAULT_UI_TIMEZONE", "Asia/Tokyo")
+    page = signed_in(app, "reader").get(PAGE).text
+    assert 'data-ui="2" data-zone="Asia/Tokyo"' in page

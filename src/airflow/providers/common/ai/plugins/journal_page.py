@@ -30,6 +30,9 @@ from airflow.providers.common.ai.durable.airflow.summaries import (
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.durable.core.journal_view import as_json, journal_view
 from airflow.providers.common.ai.durable.core.masking import masked_text
+from airflow.providers.common.ai.plugins.journal_page_lanes import STYLE as LANES_STYLE
+from airflow.providers.common.ai.plugins.journal_page_lanes import budget, lanes, tokens_and_cost, totals
+from airflow.providers.common.ai.plugins.journal_page_look import head, time_element
 
 #: Where the plugin's FastAPI app is mounted on the api-server.
 URL_PREFIX = "/common-ai"
@@ -130,14 +133,7 @@ def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[s
 # The page: plain HTML, every value escaped.
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; font-size: 14px; margin: 12px; color: #1a202c; }
-table { border-collapse: collapse; margin-bottom: 16px; }
-th, td { border: 1px solid #cbd5e0; padding: 3px 8px; text-align: left; }
-th { background: #edf2f7; }
-td.number { text-align: right; }
 .nested td:first-child { padding-left: 24px; }
-.empty { color: #4a5568; }
-.problem { color: #c53030; }
 """
 
 
@@ -146,13 +142,14 @@ def _e(value: Any) -> str:
 
 
 def _step_rows(runs: list[dict[str, Any]], depth: int = 0) -> list[str]:
+    # The key says the run and the position (1.2.1.1: step 1 of the run under step 1.2); nested
+    # runs are indented under the step that started them.
     rows = []
     for run in runs:
         for step in run["steps"]:
             rows.append(
-                f'<tr class="step" data-key="{_e(step["key"])}" style="--depth:{depth}">'
-                f'<td style="padding-left:{8 + 24 * depth}px">{_e(run["run"])}</td>'
-                f"<td>{_e(step['key'])}</td><td class=number>{_e(step['position'])}</td>"
+                f'<tr class="step" data-key="{_e(step["key"])}" data-depth="{depth}">'
+                f'<td style="padding-left:{8 + 24 * depth}px">{_e(step["key"])}</td>'
                 f"<td>{_e(step['kind'])}</td><td>{_e(step['name'])}</td><td>{_e(step['state'])}</td>"
                 f"<td class=number>{_e(step['size'])}</td><td class=number>{_e(step['tokens'])}</td>"
                 f"<td class=in-flight>{_e(step.get('in_flight') or '')}</td></tr>"
@@ -178,13 +175,30 @@ def _cell(value: Any) -> str:
     return _e(_UNREADABLE if value is None else value)
 
 
-def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
+def _spent(usage: dict[str, Any]) -> str:
+    """What a try spent: its tokens, requests and cost, and each model's when there are several or a price is unknown."""
+    models = usage.get("models") or {}
+    each = ""
+    if len(models) > 1 or usage.get("unknown_prices"):
+        each = (
+            "<ul>"
+            + "".join(
+                f"<li>{_e(name)}: {tokens_and_cost(model['total_tokens'], model['cost_usd'])}</li>"
+                for name, model in models.items()
+            )
+            + "</ul>"
+        )
+    requests = _cell(usage.get("requests"))
+    return f"{tokens_and_cost(usage.get('total_tokens'), usage.get('cost_usd'))} ({requests} requests){each}"
+
+
+def _try_rows(tries: list[dict[str, Any]], *, zone: str, airflow_2: bool) -> list[str]:
     # Every field is in the shape read_summaries gives, or None where the summary holds another.
     rows = []
     for summary in tries:
         if "problem" in summary:
             rows.append(
-                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=9>{_e(summary['problem'])}</td></tr>"
+                f"<tr class=try><td>{_e(summary['try_number'])}</td><td colspan=10>{_e(summary['problem'])}</td></tr>"
             )
             continue
         usage = summary["usage"] or {}
@@ -203,43 +217,55 @@ def _try_rows(tries: list[dict[str, Any]]) -> list[str]:
             f"{_cell(c['policy'])}): {_cell(c['outcome'])}</li>"
             for c in usage.get("in_flight") or []
         )
+        written = summary["written_at"]
         rows.append(
             f'<tr class="try" data-try="{_e(summary["try_number"])}">'
             f"<td>{_e(summary['try_number'])}</td><td>{_cell(summary['outcome'])}</td>"
-            f"<td>{_cell(summary['written_at'])}</td>"
+            f"<td class=as-of>{time_element(written, zone=zone, airflow_2=airflow_2) or _cell(written)}</td>"
             f"<td class=replayed>{_e(_counts(usage.get('replayed')))}</td>"
             f"<td class=live>{_e(_counts(usage.get('live')))}</td>"
             f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded')))}<ul>{not_recorded}</ul></td>"
-            f"<td class=tokens>{_cell(usage.get('total_tokens'))} used in {_cell(usage.get('requests'))} "
-            f"requests; {_cell(saved.get('tokens'))} saved in {_cell(saved.get('requests'))} replayed "
-            f"requests</td>"
+            f"<td class=spent>{_spent(usage)}</td>"
+            f"<td class=saved>{tokens_and_cost(saved.get('tokens'), saved.get('cost_usd'))} "
+            f"({_cell(saved.get('requests'))} requests replayed)</td>"
             f"<td class=divergences><ul>{divergences}</ul></td>"
             f"<td class=approvals><ul>{approvals}</ul></td>"
             f"<td class=in-flight><ul>{in_flight}</ul></td></tr>"
         )
         if summary["unreadable"]:
             rows.append(
-                f"<tr class=unreadable><td></td><td colspan=9 class=problem>Parts of this summary this release "
+                f"<tr class=unreadable><td></td><td colspan=10 class=problem>Parts of this summary this release "
                 f"cannot read: {_e(', '.join(summary['unreadable']))}</td></tr>"
             )
+    if len(tries) > 1:
+        total = totals(tries)
+        rows.append(
+            "<tr class=total><td colspan=6>All tries shown</td>"
+            f"<td class=spent>{tokens_and_cost(int(total['tokens']), total['cost_usd'])}</td>"
+            f"<td class=saved>{tokens_and_cost(int(total['saved_tokens']), total['saved_cost_usd'])}</td>"
+            "<td colspan=3></td></tr>"
+        )
     return rows
 
 
-def render_page(view: dict[str, Any]) -> str:
-    """The journal page of one task instance, as HTML."""
+def render_page(view: dict[str, Any], *, zone: str = "UTC", airflow_2: bool = False) -> str:
+    """
+    The journal page of one task instance, as HTML: times in ``zone`` until the page's script
+    shows them in the UI's timezone, and as the UI of Airflow 2.11 writes them with ``airflow_2``.
+    """
     steps = _step_rows(view["journal"])
-    tries = _try_rows(view["tries"])
+    tries = _try_rows(view["tries"], zone=zone, airflow_2=airflow_2)
     journal = (
-        "<table id=journal><tr><th>Run</th><th>Key</th><th>Position</th><th>Kind</th><th>Name</th>"
-        f"<th>State</th><th>Size (bytes)</th><th>Tokens</th><th>Found in flight</th></tr>{''.join(steps)}</table>"
+        "<table id=journal><tr><th>Key</th><th>Kind</th><th>Name</th><th>State</th><th>Size (bytes)</th>"
+        f"<th>Tokens</th><th>Found in flight</th></tr>{''.join(steps)}</table>"
         if steps
         else "<p class=empty id=journal>No journal: the task instance succeeded (its journal was deleted) or "
         "ran no durable agent.</p>"
     )
     summaries = (
-        "<table id=tries><tr><th>Try</th><th>Outcome</th><th>As of</th><th>Replayed</th><th>Ran live</th>"
-        f"<th>Could not record</th><th>Tokens</th><th>Divergences</th><th>Approvals</th><th>Calls found in flight</th>"
-        f"</tr>{''.join(tries)}</table>"
+        f"{lanes(view['tries'])}<table id=tries><tr><th>Try</th><th>Outcome</th><th>As of</th><th>Replayed</th>"
+        "<th>Ran live</th><th>Could not record</th><th>Spent</th><th>Saved</th><th>Divergences</th>"
+        f"<th>Approvals</th><th>Calls found in flight</th></tr>{''.join(tries)}</table>{budget(view['tries'])}"
         if tries
         else "<p class=empty id=tries>No try summaries kept for this task instance.</p>"
     )
@@ -249,9 +275,9 @@ def render_page(view: dict[str, Any]) -> str:
         f" [{view['map_index']}]" if view["map_index"] >= 0 else ""
     )
     return (
-        f"<!doctype html><html><head><meta charset=utf-8><title>Agent journal</title><style>{_STYLE}</style>"
-        f"</head><body><h2>Agent journal of {_e(where)}</h2><h3>Journal now</h3>{journal}"
-        f"<h3>Tries</h3>{summaries}</body></html>"
+        f"{head('Agent journal', zone=zone, airflow_2=airflow_2, style=_STYLE + LANES_STYLE)}"
+        f"<body><h2>Agent journal of {_e(where)}</h2><h3>Tries</h3>{summaries}"
+        f"<h3>Journal now</h3>{journal}</body></html>"
     )
 
 

@@ -33,6 +33,22 @@ from airflow.providers.common.ai.plugins.journal_page import URL_PREFIX, _map_in
 LINK_NAME = "Agent journal"
 
 
+def default_ui_timezone() -> str:
+    """
+    The timezone 2.11's UI shows times in until a user picks one: ``[webserver] default_ui_timezone``
+    (``system``: the server's own), or when it is empty ``[core] default_timezone``, as 2.11 reads them.
+    """
+    import pendulum
+    from airflow.configuration import conf
+
+    def named(zone: str) -> str:
+        return pendulum.local_timezone().name if zone == "system" else "UTC" if zone.lower() == "utc" else zone
+
+    return named(conf.get("webserver", "default_ui_timezone", fallback="UTC")) or named(
+        conf.get("core", "default_timezone", fallback="utc")
+    )
+
+
 def _task_instance_of_request() -> tuple[str, str, int] | Response:
     """The run id, task id and map index the request names, or the 400 a request that lacks one gets."""
     run_id = request.args.get("run_id")
@@ -54,7 +70,8 @@ class AgentJournalView(BaseView):
         asked = _task_instance_of_request()
         if isinstance(asked, Response):
             return asked
-        return Response(render_page(journal_of(dag_id, *asked)), mimetype="text/html")
+        page = render_page(journal_of(dag_id, *asked), zone=default_ui_timezone(), airflow_2=True)
+        return Response(page, mimetype="text/html")
 
     @expose("/api/journal/<string:dag_id>")
     @has_access_dag("GET", DagAccessEntity.TASK_INSTANCE)
