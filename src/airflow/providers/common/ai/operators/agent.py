@@ -20,6 +20,7 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
 from airflow.providers.common.compat.sdk import BaseOperator
 from pydantic_core import to_jsonable_python
 
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
 
 if TYPE_CHECKING:
@@ -67,6 +68,10 @@ class AgentOperator(BaseOperator):
     :param defaults: ``"Approve"`` or ``"Reject"``, taken when ``response_timeout`` passes.
     :param notifiers: Airflow notifiers called with the task's context when an approval request
         is created, as in ``HITLOperator``.
+    :param budget: a ``UsageBudget`` (``airflow.providers.common.ai.durable.openai_agents``): limits
+        on requests, tokens and cost in US dollars over all tries of the task instance (needs
+        ``durable=True``). Replayed calls cost nothing; a live request that would pass a limit
+        is not sent and the task fails without retry, naming the limit and what each try spent.
 
     With ``durable=True``, a tool call that needs approval (``needs_approval``), or a call found in
     flight on a retry whose tool's policy is ``in_flight("ask")``, creates an
@@ -77,8 +82,8 @@ class AgentOperator(BaseOperator):
     fails before it took a given answer leaves it to the next try (see the approvals docs).
 
     Refuses, when the DAG is parsed: an ``agent`` that is neither an ``Agent`` nor callable, an
-    empty prompt, ``max_turns`` below 1, and ``openai_conn_id`` together with a ``run_config``
-    that brings its own model provider.
+    empty prompt, ``max_turns`` below 1, ``openai_conn_id`` together with a ``run_config``
+    that brings its own model provider, and a ``budget`` without ``durable=True``.
     """
 
     template_fields: Sequence[str] = ("prompt", "openai_conn_id")
@@ -98,6 +103,7 @@ class AgentOperator(BaseOperator):
         response_timeout: timedelta | None = None,
         defaults: str | list[str] | None = None,
         notifiers: Sequence[BaseNotifier] | BaseNotifier | None = None,
+        budget: UsageBudget | None = None,
         **kwargs: Any,
     ) -> None:
         from airflow.providers.common.ai.durable.airflow.approvals import check_approvals_supported, check_defaults
@@ -125,6 +131,17 @@ class AgentOperator(BaseOperator):
                 f"AgentOperator {self.task_id!r}: give either openai_conn_id or a run_config with its own "
                 "model_provider, not both: the connection would replace that provider"
             )
+        if budget is not None and not isinstance(budget, UsageBudget):
+            raise TypeError(
+                f"AgentOperator {self.task_id!r}: budget must be a UsageBudget, for example "
+                f"UsageBudget(max_total_tokens=100_000), not {type(budget).__name__}"
+            )
+        if budget is not None and not durable:
+            raise ValueError(
+                f"AgentOperator {self.task_id!r}: a budget counts what every try spent, which the journal keeps: "
+                "set durable=True"
+            )
+        self.budget = budget
         self.prompt = prompt
         self.agent = agent
         self.durable = durable
@@ -199,7 +216,7 @@ class AgentOperator(BaseOperator):
             if self.durable:
                 # AwaitingAnswer: a call found in flight whose tool's policy is "ask" (desk.pending).
                 with answering_approvals(self._answer) as desk, contextlib.suppress(AwaitingAnswer):
-                    result = run_durably_sync(agent, self.prompt, hooks=counted, **run_kwargs)
+                    result = run_durably_sync(agent, self.prompt, hooks=counted, budget=self.budget, **run_kwargs)
             else:
                 result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
         finally:

@@ -166,7 +166,6 @@ class BudgetLedger:
                 separators=(",", ":"),
             )
         self.journal._io.write(BUDGET_KEY, text, _budget_written)
-        self.journal.stats.budget = self.summary()
 
     def summary(self) -> dict[str, Any]:
         """The budget as the try's summary and usage show it: from which try, the limits, spent and left."""

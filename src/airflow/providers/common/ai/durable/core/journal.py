@@ -100,6 +100,7 @@ class DurableJournal:
         with self._lock:
             if self.budget is None:
                 self.budget = BudgetLedger(self, budget, try_number=self.try_number, first_try=self.budget_first_try)
+                self.stats.ledger = self.budget
                 self._note_in_index(budget=True)
             elif self.budget.budget != budget:
                 raise ValueError(

@@ -45,8 +45,13 @@ class JournalStats:
     #: idempotency_key, policy and outcome.
     in_flight: list[dict[str, str]] = field(default_factory=list)
 
-    #: The task instance's budget after this try (R-58): its first try, limits, spent and left; None without one.
-    budget: dict[str, Any] | None = None
+    #: What the tries of the task instance's budget spent (R-58), once a run gave it one.
+    ledger: Any = None
+
+    @property
+    def budget(self) -> dict[str, Any] | None:
+        """The task instance's budget so far: its first try, limits, spent and left; None without one."""
+        return self.ledger.summary() if self.ledger is not None else None
 
     def usage(self) -> TryUsage:
         """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
@@ -60,6 +65,7 @@ class JournalStats:
             live=dict(+self.ran_live),
             not_recorded=dict(+self.not_recorded_kinds),
             in_flight=[dict(call) for call in self.in_flight],
+            budget=self.budget,
         )
 
     def count_used(self, name: str, usage: ModelUsage) -> None:
@@ -81,14 +87,24 @@ class JournalStats:
 
     def _money(self) -> str:
         """What this try spent and the replay saved, in US dollars; the models of unknown price named."""
-        if not self.used and not self.requests_saved:
+        if not self.used and not self.requests_saved and self.ledger is None:
             return ""
         spent = sum(usage.cost_usd for usage in self.used.values() if usage.cost_usd is not None)
         unknown = ", ".join(sorted(self.unknown_prices))
+        budget = self.budget
+        left = (
+            ", budget left: "
+            + ", ".join(
+                f"{name} {format_usd(amount) if name == 'cost_usd' else f'{amount:,.0f}'}"
+                for name, amount in budget["left"].items()
+            )
+            if budget is not None
+            else ""
+        )
         if unknown and not spent and not self.cost_saved_usd:
-            return f", spent and saved: price unknown ({unknown})"
+            return f", spent and saved: price unknown ({unknown}){left}"
         unknown = f" (price unknown: {unknown})" if unknown else ""
-        return f", spent {format_usd(spent)}, saved {format_usd(self.cost_saved_usd)}{unknown}"
+        return f", spent {format_usd(spent)}, saved {format_usd(self.cost_saved_usd)}{unknown}{left}"
 
     def summary(self) -> str:
         def by_kind(counter: Counter[str]) -> str:

@@ -73,6 +73,8 @@ class TryUsage:
     not_recorded: dict[str, int] = field(default_factory=dict)
     #: Each call found in flight and how its tool's policy resolved it (step, tool, idempotency_key, policy, outcome).
     in_flight: list[dict[str, str]] = field(default_factory=list)
+    #: The task instance's budget (R-58): the first try it counts, its limits, what its tries spent and what is left.
+    budget: dict[str, Any] | None = None
 
     @property
     def requests(self) -> int:
@@ -116,6 +118,7 @@ class TryUsage:
             "live": dict(sorted(self.live.items())),
             "not_recorded": dict(sorted(self.not_recorded.items())),
             "in_flight": [dict(call) for call in self.in_flight],
+            **({"budget": self.budget} if self.budget is not None else {}),
         }
 
 
