@@ -177,10 +177,34 @@ def test_the_tries_of_a_task_that_replayed_outlive_its_journal_with_what_replaye
     assert try_1["usage"]["live"] == {"model": 4, "tool": 1}
     assert try_2["usage"]["replayed"] == {"model": 2, "tool": 1}
     assert try_2["usage"]["live"] == {"model": 1}
-    assert try_2["usage"]["saved"] == {"requests": 2, "tokens": 30}
+    # Money at the price table's prices: the replay saved two gpt-4.1-mini calls.
+    assert try_2["usage"]["saved"] == {"requests": 2, "tokens": 30, "cost_usd": pytest.approx(2 * 0.000012)}
     assert try_2["usage"]["models"] == {
-        "gpt-4.1": {"requests": 1, "input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+        "gpt-4.1": {
+            "requests": 1,
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "total_tokens": 15,
+            "cost_usd": pytest.approx(0.00006),
+        }
     }
+    assert try_2["usage"]["unknown_prices"] == []
+    # Each step each try touched, for the page's lanes: the nested run's only in try 1, whose
+    # tool call try 2 replayed.
+    assert [(step["key"], step["outcome"], step["tokens"]) for step in try_1["steps"]] == [
+        ("1.1", "live", 15),
+        ("1.2", "live", None),
+        ("1.2.1.1", "live", 15),
+        ("1.3", "live", 15),
+        ("2.1", "live", 15),
+    ]
+    # The writer, diverged, runs as a new run (3) beside the recorded one (2).
+    assert [(step["key"], step["outcome"], step["tokens"]) for step in try_2["steps"]] == [
+        ("1.1", "replayed", 15),
+        ("1.2", "replayed", None),
+        ("1.3", "replayed", 15),
+        ("3.1", "live", 15),
+    ]
     [divergence] = try_2["divergences"]
     assert divergence["step"] == "model 'gpt-4.1' at 3.1"
     assert divergence["reason"].endswith("input item 0 differs (counting from 0; the input has 1 items)")
@@ -237,7 +261,7 @@ def test_without_signing_in_the_page_is_refused(api, path):
 
 def test_a_task_that_runs_agents_reads_its_usage_with_durable_usage(finished_run):
     usage = xcom_value(finished_run[1], "replayed", "durable_usage")
-    assert usage["saved"] == {"requests": 2, "tokens": 30}
+    assert usage["saved"] == {"requests": 2, "tokens": 30, "cost_usd": pytest.approx(2 * 0.000012)}
     assert usage["replayed"] == {"model": 2, "tool": 1}
     assert json.dumps(usage)
 
@@ -398,7 +422,8 @@ def test_summaries_of_other_types_show_what_can_be_read_and_say_what_cannot(api,
 
     page = get(api, "reader", "journal", "adversarial")
     assert page.status_code == 200
-    assert "<script>" not in page.text
+    assert "<script>alert(1)" not in page.text
     assert "model &#x27;gpt&#x27; at 1.1: it changed" in page.text
     assert "Parts of this summary this release cannot read: format, outcome" in page.text
-    assert page.text.count("this summary cannot be read") == len(unreadable)
+    # Said in its lane and in its row of the table.
+    assert page.text.count("this summary cannot be read") == 2 * len(unreadable)

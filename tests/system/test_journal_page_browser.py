@@ -18,16 +18,21 @@ when the browser or Selenium is missing.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import shutil
+import struct
 import time
+import zlib
 from pathlib import Path
 from urllib.parse import quote, urlparse
+from zoneinfo import ZoneInfo
 
 import pytest
 from journal_page_auth import PASSWORD
 from test_journal_page import DAG_ID, finished_run, webserver_users  # noqa: F401 - the module's fixtures
 
+from airflow.providers.common.ai.plugins.journal_page_look import COLOURS
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 #: CI sets it: a missing browser or Selenium is then an error, not a skip.
@@ -70,7 +75,15 @@ def screenshots(tmp_path) -> Path:
 def chromium():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1000"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1500,1000",
+        # Pixels as the CSS names them, for the tests that read colours off the screenshot.
+        "--force-color-profile=srgb",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(argument)
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
 
@@ -149,14 +162,14 @@ def test_the_tab_of_a_task_that_failed_for_good_shows_its_journal_with_the_neste
     page = open_journal_tab(browser, finished_run, "kept")
     try:
         steps = cells(page, "#journal tr.step")
-        assert [row[1:6] for row in steps] == [
-            ["1.1", "1", "model", "gpt-4.1-mini", "recorded"],
-            ["1.2", "2", "tool", "ask_expert", "recorded"],
-            ["1.2.1.1", "1", "model", "gpt-4.1-nano", "recorded"],
-            ["1.3", "3", "model", "gpt-4.1-mini", "recorded"],
-            ["2.1", "1", "model", "gpt-4.1", "recorded"],
+        assert [row[:4] for row in steps] == [
+            ["1.1", "model", "gpt-4.1-mini", "recorded"],
+            ["1.2", "tool", "ask_expert", "recorded"],
+            ["1.2.1.1", "model", "gpt-4.1-nano", "recorded"],
+            ["1.3", "model", "gpt-4.1-mini", "recorded"],
+            ["2.1", "model", "gpt-4.1", "recorded"],
         ]
-        assert [row[7] for row in steps] == ["15", "", "15", "15", "15"]
+        assert [row[5] for row in steps] == ["15", "", "15", "15", "15"]
         [try_1] = cells(page, "#tries tr.try")
         assert try_1[:2] == ["1", "failed"]
         assert try_1[4] == "5 (model 4, tool 1)"
@@ -178,11 +191,136 @@ def test_the_tab_of_a_task_that_replayed_shows_what_each_try_did_after_its_journ
         assert try_2[:2] == ["2", "success"]
         assert try_2[3] == "3 (model 2, tool 1)"
         assert try_2[4] == "1 (model 1)"
-        assert try_2[6] == "15 used in 1 requests; 30 saved in 2 replayed requests"
-        assert "model 'gpt-4.1' at 3.1" in try_2[7] and "input item 0 differs" in try_2[7]
+        assert try_2[6] == "15 tokens, $0.00006 (1 requests)"
+        assert try_2[7] == "30 tokens, $0.000024 (2 requests replayed)"
+        assert "model 'gpt-4.1' at 3.1" in try_2[8] and "input item 0 differs" in try_2[8]
     finally:
         page.switch_to.default_content()
     browser.save_screenshot(str(screenshots / f"journal_page_tries{SHOT_SUFFIX}.png"))
+
+
+#: The timezone the tests choose in the UI, as a user does; not the browser's nor the server's (UTC).
+CHOSEN_ZONE = "Asia/Tokyo"
+
+
+def choose_in_the_ui(browser, services, mode: str) -> None:
+    """Keep ``mode`` and CHOSEN_ZONE where the UI keeps the colour mode and timezone a user picks."""
+    browser.get(f"{services.url}/" if AIRFLOW_V_3_0_PLUS else f"{services.url}/home")
+    if AIRFLOW_V_3_0_PLUS:  # next-themes' "theme"; the timezone as JSON text
+        kept = {"theme": mode, "timezone": f'"{CHOSEN_ZONE}"'}
+    else:
+        kept = {"darkTheme": "true" if mode == "dark" else "false", "selected-timezone": CHOSEN_ZONE}
+    for key, value in kept.items():
+        browser.execute_script("localStorage.setItem(arguments[0], arguments[1])", key, value)
+
+
+def pixels(png: bytes) -> tuple[int, list[bytes]]:
+    """A screenshot's width and rows of RGB(A) bytes: PNG decoded by hand (8-bit RGB or RGBA, as Chromium writes)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    while at < len(png):
+        (length,), kind = struct.unpack(">I", png[at : at + 4]), png[at + 4 : at + 8]
+        chunks[kind] = chunks.get(kind, b"") + png[at + 8 : at + 8 + length]
+        at += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    size = 3 if colour == 2 else 4
+    data, stride, rows, previous = zlib.decompress(chunks[b"IDAT"]), width * size, [], bytes(width * size)
+    for y in range(height):
+        kind, line = data[y * (stride + 1)], bytearray(data[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for x in range(stride):
+            left = line[x - size] if x >= size else 0
+            up, up_left = previous[x], previous[x - size] if x >= size else 0
+            if kind == 1:
+                line[x] = (line[x] + left) & 255
+            elif kind == 2:
+                line[x] = (line[x] + up) & 255
+            elif kind == 3:
+                line[x] = (line[x] + (left + up) // 2) & 255
+            elif kind == 4:
+                guess = left + up - up_left
+                nearest = min(
+                    (abs(guess - left), 0, left), (abs(guess - up), 1, up), (abs(guess - up_left), 2, up_left)
+                )
+                line[x] = (line[x] + nearest[2]) & 255
+        rows.append(bytes(line))
+        previous = line
+    return size, rows
+
+
+def colour_at(shot: tuple[int, list[bytes]], x: float, y: float) -> str:
+    size, rows = shot
+    row = rows[round(y)]
+    return "#" + row[round(x) * size : round(x) * size + 3].hex()
+
+
+def is_close(shown: str, expected: str) -> bool:
+    return all(abs(int(shown[i : i + 2], 16) - int(expected[i : i + 2], 16)) <= 3 for i in (1, 3, 5))
+
+
+#: Where on the screen the test reads colours: the page's background (beside its title, where no
+#: text is) and the middle of the first mark of each outcome, in the page's own CSS pixels.
+WHERE = """
+const title = document.querySelector("h2").getBoundingClientRect();
+const where = {bg: [title.right - 10, title.top + 2]};
+for (const mark of document.querySelectorAll("#lanes .marks .mark")) {
+  const box = mark.getBoundingClientRect(), outcome = mark.classList[1];
+  where[outcome] = where[outcome] || [box.left + box.width / 2, box.top + box.height / 2];
+}
+return where;
+"""
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_the_lanes_of_each_try_in_the_ui_theme_and_timezone_as_the_screenshot_shows_them(
+    browser,
+    finished_run,  # noqa: F811 - the fixture imported above
+    screenshots,
+    mode,
+):
+    choose_in_the_ui(browser, finished_run[0], mode)
+    page = open_journal_tab(browser, finished_run, "replayed")
+    try:
+        WebDriverWait(page, 30).until(lambda p: p.execute_script("return document.documentElement.dataset.shownZone"))
+        assert page.execute_script("return document.documentElement.classList.contains('dark')") == (mode == "dark")
+        assert page.execute_script("return document.documentElement.dataset.shownZone") == CHOSEN_ZONE
+        lanes = page.find_elements(By.CSS_SELECTOR, "#lanes .lane")
+        assert [(lane.get_attribute("data-try"), lane.get_attribute("data-outcome")) for lane in lanes] == [
+            ("1", "failed"),
+            ("2", "success"),
+        ]
+        marks = [
+            [mark.get_attribute("class").removeprefix("mark ") for mark in lane.find_elements(By.CSS_SELECTOR, ".mark")]
+            for lane in lanes
+        ]
+        assert marks == [["live"] * 5, ["replayed"] * 3 + ["live"]]
+        titles = [mark.get_attribute("title") for mark in lanes[1].find_elements(By.CSS_SELECTOR, ".mark")]
+        assert titles[0] == "1.1 model gpt-4.1-mini: replayed (nothing spent), 15 tokens, $0.000012"
+        usage = lanes[1].find_element(By.CSS_SELECTOR, ".lane-usage").text
+        assert usage == "spent 15 tokens, $0.00006\nsaved 30 tokens, $0.000024"
+        assert len(page.find_elements(By.CSS_SELECTOR, "#lanes .legend .mark")) == 5
+        # Times in the zone chosen in the UI, written as the UI writes them.
+        for time in page.find_elements(By.CSS_SELECTOR, "#tries td.as-of time"):
+            moment = datetime.datetime.fromisoformat(time.get_attribute("datetime")).astimezone(ZoneInfo(CHOSEN_ZONE))
+            assert time.text == moment.strftime("%Y-%m-%d %H:%M:%S" if AIRFLOW_V_3_0_PLUS else "%Y-%m-%d, %H:%M:%S")
+        where = page.execute_script(WHERE)
+    finally:
+        page.switch_to.default_content()
+    if AIRFLOW_V_3_0_PLUS:  # the page is in the UI's iframe: where it is on the screen
+        left, top = browser.execute_script(
+            "const f = document.querySelector(\"iframe[title='Agent journal']\"), r = f.getBoundingClientRect();"
+            "return [r.left + f.clientLeft, r.top + f.clientTop];"
+        )
+    else:
+        left, top = 0, 0
+    png = browser.get_screenshot_as_png()
+    (screenshots / f"journal_page_lanes_{mode}{SHOT_SUFFIX}.png").write_bytes(png)
+    shot = pixels(png)
+    colours = COLOURS[mode]
+    for name, (x, y) in where.items():
+        shown = colour_at(shot, left + x, top + y)
+        assert is_close(shown, colours[name]), f"{name} in {mode} mode is {shown} on the screen, not {colours[name]}"
+    assert set(where) == {"bg", "replayed", "live"}
 
 
 @pytest.mark.skipif(

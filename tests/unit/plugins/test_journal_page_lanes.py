@@ -257,3 +257,11 @@ def test_the_steps_table_shows_each_thing_once():
         ("1.2", "0"),
         ("1.2.1.1", "1"),
     ]
+
+
+def test_amounts_past_any_float_show_as_unreadable_not_as_a_server_error():
+    huge = summary("failed", [step("1.1", "live", tokens=10**400, cost=10**400)], usage(tokens=10**400, cost=10**400))
+    shown = page(huge, {**huge, "budget": {**BUDGET, "spent": {"cost_usd": 10**400}}})
+    assert f"spent {10**400} tokens, (cannot be read)" in shown
+    assert f"<td class=spent>{10**400 * 2} tokens, $0</td>" in shown  # the total of all tries
+    assert "usage.cost_usd, steps[0].cost_usd" in shown  # named as what this release cannot read

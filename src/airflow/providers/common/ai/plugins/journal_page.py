@@ -183,7 +183,7 @@ def _spent(usage: dict[str, Any]) -> str:
         each = (
             "<ul>"
             + "".join(
-                f"<li>{_e(name)}: {tokens_and_cost(model['total_tokens'], model['cost_usd'])}</li>"
+                f"<li>{_e(name)}: {tokens_and_cost(model['total_tokens'], model['cost_usd'], 'price unknown')}</li>"
                 for name, model in models.items()
             )
             + "</ul>"
@@ -241,8 +241,8 @@ def _try_rows(tries: list[dict[str, Any]], *, zone: str, airflow_2: bool) -> lis
         total = totals(tries)
         rows.append(
             "<tr class=total><td colspan=6>All tries shown</td>"
-            f"<td class=spent>{tokens_and_cost(int(total['tokens']), total['cost_usd'])}</td>"
-            f"<td class=saved>{tokens_and_cost(int(total['saved_tokens']), total['saved_cost_usd'])}</td>"
+            f"<td class=spent>{tokens_and_cost(total['tokens'], total['cost_usd'])}</td>"
+            f"<td class=saved>{tokens_and_cost(total['saved_tokens'], total['saved_cost_usd'])}</td>"
             "<td colspan=3></td></tr>"
         )
     return rows

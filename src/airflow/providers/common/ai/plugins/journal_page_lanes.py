@@ -50,14 +50,14 @@ def _is_amount(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def money(value: Any) -> str:
-    """US dollars as the log writes them, or what shows for an amount the page does not have."""
-    return format_usd(value) if _is_amount(value) else "price unknown"
+def money(value: Any, unknown: str = "(cannot be read)") -> str:
+    """US dollars as the log writes them, or ``unknown`` for an amount the summary does not hold."""
+    return format_usd(value) if _is_amount(value) else unknown
 
 
-def tokens_and_cost(tokens: Any, cost: Any) -> str:
-    """``15 tokens, $0.00006``, escaped."""
-    return f"{_e(tokens if _is_amount(tokens) else '(cannot be read)')} tokens, {_e(money(cost))}"
+def tokens_and_cost(tokens: Any, cost: Any, unknown: str = "(cannot be read)") -> str:
+    """``15 tokens, $0.00006``, escaped; ``unknown`` for a cost the summary does not hold."""
+    return f"{_e(tokens if _is_amount(tokens) else '(cannot be read)')} tokens, {_e(money(cost, unknown))}"
 
 
 def _mark(step: dict[str, Any]) -> str:
@@ -103,9 +103,9 @@ def lanes(tries: list[dict[str, Any]]) -> str:
     )
 
 
-def totals(tries: list[dict[str, Any]]) -> dict[str, float]:
+def totals(tries: list[dict[str, Any]]) -> dict[str, Any]:
     """What the tries shown spent and saved, in tokens and US dollars (of models of known price)."""
-    sums = {"tokens": 0.0, "cost_usd": 0.0, "saved_tokens": 0.0, "saved_cost_usd": 0.0}
+    sums: dict[str, Any] = {"tokens": 0, "cost_usd": 0.0, "saved_tokens": 0, "saved_cost_usd": 0.0}
     for summary in tries:
         usage = summary.get("usage") or {}
         saved = usage.get("saved") or {}
@@ -115,6 +115,7 @@ def totals(tries: list[dict[str, Any]]) -> dict[str, float]:
             ("saved_tokens", saved.get("tokens")),
             ("saved_cost_usd", saved.get("cost_usd")),
         ):
+            # Tokens stay whole numbers, of any size (read_summaries reads no cost past a float).
             sums[name] += value if _is_amount(value) else 0
     return sums
 
@@ -133,7 +134,7 @@ def _amount(name: str, value: Any) -> str:
     if not _is_amount(value):
         return "" if value is None else "(cannot be read)"
     if name == "cost_usd":
-        return format_usd(value)
+        return money(value)
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
 
 

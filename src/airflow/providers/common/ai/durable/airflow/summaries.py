@@ -338,7 +338,12 @@ def _in_shape(value: Any, shape: Any, path: str, unreadable: list[str]) -> Any:
 
 
 def _is_amount(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # a whole number past any float
+        return False
 
 
 def _items_in_shape(value: list[Any] | dict[str, Any], shape: Any, path: str, unreadable: list[str]) -> Any:
