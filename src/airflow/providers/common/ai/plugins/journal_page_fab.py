@@ -38,11 +38,11 @@ def default_ui_timezone() -> str:
     The timezone 2.11's UI shows times in until a user picks one: ``[webserver] default_ui_timezone``
     (``system``: the server's own), or when it is empty ``[core] default_timezone``, as 2.11 reads them.
     """
-    import pendulum
     from airflow.configuration import conf
+    from pendulum.tz import local_timezone
 
     def named(zone: str) -> str:
-        return pendulum.local_timezone().name if zone == "system" else "UTC" if zone.lower() == "utc" else zone
+        return local_timezone().name if zone == "system" else "UTC" if zone.lower() == "utc" else zone
 
     return named(conf.get("webserver", "default_ui_timezone", fallback="UTC")) or named(
         conf.get("core", "default_timezone", fallback="utc")
