@@ -13,7 +13,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from airflow.providers.common.ai.durable.airflow import telemetry
 from airflow.providers.common.ai.durable.airflow.telemetry import DurableTelemetry
@@ -21,6 +20,7 @@ from airflow.providers.common.ai.durable.core import events
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 MODEL = "gpt-4.1-mini"  # priced in the maintained table: 100 in and 20 out cost $0.000072
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
@@ -187,7 +187,7 @@ def test_a_step_of_a_try_without_a_trace_makes_no_span_and_still_counts(tracer, 
     assert stats.total(telemetry.STEP_METRIC.format(outcome="live"), kind="tool") == 1
 
 
-def test_a_step_outside_the_current_span_goes_under_the_task_instance_trace_context(monkeypatch, tracer, exporter):
+def test_a_step_outside_any_current_span_goes_under_the_task_instance_trace_context(monkeypatch, tracer, exporter):
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     ti = SimpleNamespace(dag_id="d", task_id="t", context_carrier={"traceparent": traceparent})
     monkeypatch.setattr(telemetry, "_running_task_instance", lambda: ti)
@@ -195,11 +195,16 @@ def test_a_step_outside_the_current_span_goes_under_the_task_instance_trace_cont
     DurableTelemetry(tracer, None)(step_event(events.REPLAYED))
 
     [span] = exporter.get_finished_spans()
-    parent = TraceContextTextMapPropagator().extract(ti.context_carrier)
-    assert span.parent.span_id == 0xB7AD6B7169203331
-    assert span.context.trace_id == 0x0AF7651916CD43DD8448EB211C80319C
-    assert parent is not None
+    assert (span.context.trace_id, span.parent.span_id) == (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331)
     assert (span.start_time, span.end_time) == (100_000_000_000, 100_500_000_000)
+
+
+def test_a_step_claimed_before_the_span_it_ends_in_starts_with_that_span(tracer, exporter):
+    with tracer.start_as_current_span("the SDK's span of the tool call", start_time=100_200_000_000):
+        DurableTelemetry(tracer, None)(step_event())
+
+    [step] = [s for s in exporter.get_finished_spans() if s.parent is not None]
+    assert (step.start_time, step.end_time) == (100_200_000_000, 100_500_000_000)
 
 
 def test_approvals_and_sessions_are_spans_named_for_the_durable_step(tracer, exporter):
@@ -228,7 +233,9 @@ def test_with_traces_and_metrics_off_the_listener_makes_nothing(monkeypatch):
     assert telemetry.instrument_agent_sdk() is False
 
 
-def test_with_traces_and_metrics_on_the_listener_uses_airflows_tracer_provider_and_stats(monkeypatch):
+def test_with_traces_and_metrics_on_the_listener_uses_airflows_tracer_provider_and_stats_traces_from_airflow_3(
+    monkeypatch,
+):
     from airflow.providers.common.compat.sdk import Stats
 
     monkeypatch.setenv("AIRFLOW__TRACES__OTEL_ON", "True")
@@ -236,7 +243,8 @@ def test_with_traces_and_metrics_on_the_listener_uses_airflows_tracer_provider_a
 
     listener = DurableTelemetry.configured()
 
-    assert listener.tracer is not None
+    # Airflow 2.11's workers make no span of a try to put steps under (docs/telemetry.rst).
+    assert (listener.tracer is not None) == AIRFLOW_V_3_0_PLUS
     assert listener.stats is Stats
 
 

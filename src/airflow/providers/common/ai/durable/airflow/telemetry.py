@@ -65,67 +65,72 @@ class DurableTelemetry:
     def __call__(self, event: object) -> None:
         if isinstance(event, events.StepEvent):
             if self.tracer is not None:
-                self._trace(event)
+                _trace(self.tracer, event)
             if self.stats is not None:
-                self._count(event)
+                _count(self.stats, event)
         elif isinstance(event, events.BudgetRefusal) and self.stats is not None:
             self.stats.incr(
                 BUDGET_REFUSALS_METRIC, 1, tags={**_task_tags(), "limit": event.limit, "model": event.model}
             )
 
-    def _trace(self, event: events.StepEvent) -> None:
-        from opentelemetry.trace import Status, StatusCode
 
-        parent = _task_trace_context()
-        if parent is None:
-            return
-        operation = _OPERATIONS.get(event.kind)
-        attributes: dict[str, Any] = {
-            f"{ATTRIBUTE_PREFIX}kind": event.kind,
-            f"{ATTRIBUTE_PREFIX}outcome": event.outcome,
-            f"{ATTRIBUTE_PREFIX}key": event.key,
-        }
-        if operation is not None:
-            attributes["gen_ai.operation.name"] = operation
-        if event.kind == "model":
-            attributes["gen_ai.request.model"] = event.name
-        elif event.kind == "tool":
-            attributes["gen_ai.tool.name"] = event.name
-        else:
-            attributes[f"{ATTRIBUTE_PREFIX}name"] = event.name
-        for name, value in (
-            ("gen_ai.usage.input_tokens", event.input_tokens),
-            ("gen_ai.usage.output_tokens", event.output_tokens),
-            (f"{ATTRIBUTE_PREFIX}total_tokens", event.total_tokens),
-            (f"{ATTRIBUTE_PREFIX}cost_usd", event.cost_usd),
-            (f"{ATTRIBUTE_PREFIX}resolution", event.resolution),
-            (f"{ATTRIBUTE_PREFIX}reason", event.reason),
-        ):
-            if value is not None:
-                attributes[name] = value
-        # GenAI's span names: "{operation} {model or tool}"; approvals and sessions are not GenAI operations.
-        span_name = f"{operation or f'durable {event.kind}'} {event.name}"
-        span = self.tracer.start_span(  # type: ignore[union-attr]
-            span_name, context=parent, attributes=attributes, start_time=_nanoseconds(event.started)
-        )
-        if event.outcome == events.FAILED:
-            span.set_status(Status(StatusCode.ERROR, event.reason))
-        span.end(end_time=_nanoseconds(max(event.ended, event.started)))
+def _trace(tracer: Tracer, event: events.StepEvent) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
 
-    def _count(self, event: events.StepEvent) -> None:
-        tags = _task_tags()
-        self.stats.incr(STEP_METRIC.format(outcome=event.outcome), 1, tags={**tags, "kind": event.kind})
-        if event.outcome != events.REPLAYED:
-            return
-        saved_tokens = event.total_tokens
-        if saved_tokens is None and event.input_tokens is not None and event.output_tokens is not None:
-            saved_tokens = event.input_tokens + event.output_tokens
-        if saved_tokens:
-            self.stats.incr(TOKENS_SAVED_METRIC, saved_tokens, tags={**tags, "model": event.name})
-        if event.cost_usd:
-            # At least one: a saving of less than a millionth of a dollar is still a saving.
-            micro_usd = max(1, round(event.cost_usd * 1_000_000))
-            self.stats.incr(COST_SAVED_METRIC, micro_usd, tags={**tags, "model": event.name})
+    parent = _task_trace_context()
+    if parent is None:
+        return
+    operation = _OPERATIONS.get(event.kind)
+    attributes: dict[str, Any] = {
+        f"{ATTRIBUTE_PREFIX}kind": event.kind,
+        f"{ATTRIBUTE_PREFIX}outcome": event.outcome,
+        f"{ATTRIBUTE_PREFIX}key": event.key,
+    }
+    if operation is not None:
+        attributes["gen_ai.operation.name"] = operation
+    if event.kind == "model":
+        attributes["gen_ai.request.model"] = event.name
+    elif event.kind == "tool":
+        attributes["gen_ai.tool.name"] = event.name
+    else:
+        attributes[f"{ATTRIBUTE_PREFIX}name"] = event.name
+    for name, value in (
+        ("gen_ai.usage.input_tokens", event.input_tokens),
+        ("gen_ai.usage.output_tokens", event.output_tokens),
+        (f"{ATTRIBUTE_PREFIX}total_tokens", event.total_tokens),
+        (f"{ATTRIBUTE_PREFIX}cost_usd", event.cost_usd),
+        (f"{ATTRIBUTE_PREFIX}resolution", event.resolution),
+        (f"{ATTRIBUTE_PREFIX}reason", event.reason),
+    ):
+        if value is not None:
+            attributes[name] = value
+    # GenAI's span names: "{operation} {model or tool}"; approvals and sessions are not GenAI operations.
+    span_name = f"{operation or f'durable {event.kind}'} {event.name}"
+    # A step claimed before the SDK opened the span it ends in (the journal claims the tool
+    # calls of an answer together) starts with that span: no span starts before its parent.
+    parent_start = getattr(trace.get_current_span(parent), "start_time", None) or 0
+    start = max(_nanoseconds(event.started), parent_start)
+    span = tracer.start_span(span_name, context=parent, attributes=attributes, start_time=start)
+    if event.outcome == events.FAILED:
+        span.set_status(Status(StatusCode.ERROR, event.reason))
+    span.end(end_time=max(_nanoseconds(event.ended), start))
+
+
+def _count(stats: Any, event: events.StepEvent) -> None:
+    tags = _task_tags()
+    stats.incr(STEP_METRIC.format(outcome=event.outcome), 1, tags={**tags, "kind": event.kind})
+    if event.outcome != events.REPLAYED:
+        return
+    saved_tokens = event.total_tokens
+    if saved_tokens is None and event.input_tokens is not None and event.output_tokens is not None:
+        saved_tokens = event.input_tokens + event.output_tokens
+    if saved_tokens:
+        stats.incr(TOKENS_SAVED_METRIC, saved_tokens, tags={**tags, "model": event.name})
+    if event.cost_usd:
+        # At least one: a saving of less than a millionth of a dollar is still a saving.
+        micro_usd = max(1, round(event.cost_usd * 1_000_000))
+        stats.incr(COST_SAVED_METRIC, micro_usd, tags={**tags, "model": event.name})
 
 
 def _nanoseconds(seconds: float) -> int:
@@ -148,9 +153,11 @@ def _task_tags() -> dict[str, str]:
 
 def _task_trace_context() -> Context | None:
     """
-    Where a step's span goes: under the current span (the task runner's span of this try, or a
-    span the agent SDK's instrumentation opened inside it), else under the task instance's
-    ``context_carrier``; ``None`` when this try has no trace (``dag.test()`` makes none).
+    Where a step's span goes: under the current span, which in a worker is the span of this try
+    (``worker.<task_id>``) or a span the agent SDK's instrumentation opened inside it; else under
+    the task instance's ``context_carrier``; ``None`` when this try has no trace (``dag.test()``
+    makes none). The carrier comes second: Airflow 3.3 gives every try of a task instance the same
+    one, so it cannot tell the tries apart.
     """
     from opentelemetry import context, trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
