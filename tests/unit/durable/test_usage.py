@@ -54,7 +54,9 @@ def test_a_task_running_two_agents_reads_the_usage_of_both_per_model_and_what_th
 
     assert (len(planner.calls), len(writer.calls), runs) == (2, 2, ["Paris"])
     assert usage is not None
-    assert usage.models == {"writer-model": ModelUsage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15, cost_usd=None)}
+    assert usage.models == {
+        "writer-model": ModelUsage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15, cost_usd=None)
+    }
     assert (usage.saved_requests, usage.saved_tokens) == (2, 240)
     assert (usage.replayed, usage.live, usage.not_recorded) == ({"model": 2, "tool": 1}, {"model": 1}, {})
     assert (usage.requests, usage.total_tokens) == (1, 15)
@@ -79,7 +81,9 @@ def test_a_call_that_could_not_be_recorded_is_counted_live_and_not_recorded_by_k
         usage = durable_usage()
     assert usage is not None
     assert (usage.live, usage.not_recorded) == ({"model": 2, "tool": 1}, {"tool": 1})
-    assert usage.models["ScriptedModel"] == ModelUsage(requests=2, input_tokens=200, output_tokens=40, total_tokens=240, cost_usd=None)
+    assert usage.models["ScriptedModel"] == ModelUsage(
+        requests=2, input_tokens=200, output_tokens=40, total_tokens=240, cost_usd=None
+    )
 
 
 def test_usage_as_json_names_totals_models_savings_and_counts():

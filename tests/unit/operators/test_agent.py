@@ -528,7 +528,11 @@ def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_f
         "cost_usd": 0,
         "models": {
             "ScriptedModel": {
-                "requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240, "cost_usd": None
+                "requests": 2,
+                "input_tokens": 200,
+                "output_tokens": 40,
+                "total_tokens": 240,
+                "cost_usd": None,
             }
         },
         "saved": {"requests": 0, "tokens": 0, "cost_usd": 0.0},
@@ -549,7 +553,11 @@ def test_a_durable_retry_pushes_what_it_used_and_what_the_replay_saved_and_the_f
         "cost_usd": 0,
         "models": {
             "ScriptedModel": {
-                "requests": 1, "input_tokens": 100, "output_tokens": 20, "total_tokens": 120, "cost_usd": None
+                "requests": 1,
+                "input_tokens": 100,
+                "output_tokens": 20,
+                "total_tokens": 120,
+                "cost_usd": None,
             }
         },
         "saved": {"requests": 2, "tokens": 240, "cost_usd": 0.0},
@@ -571,7 +579,13 @@ def test_a_plain_try_pushes_its_usage_per_model_also_when_it_fails():
         run_try(op, ti=ti)
     usage = ti.xcoms["usage"]
     assert usage["models"] == {
-        "ScriptedModel": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240, "cost_usd": None}
+        "ScriptedModel": {
+            "requests": 2,
+            "input_tokens": 200,
+            "output_tokens": 40,
+            "total_tokens": 240,
+            "cost_usd": None,
+        }
     }
     assert (usage["live"], usage["replayed"], usage["saved"]) == (
         {"model": 2, "tool": 2},

@@ -96,7 +96,7 @@ class BudgetLedger:
         self.budget = budget
         self.try_number = try_number
         self.first_try = first_try
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         # What each try spent, by try number, as the store held it when first needed (this try's own included).
         self._tries: dict[int, dict[str, float]] | None = None
         # The requests in flight, each with the most it can add (None where that is not known).
@@ -220,7 +220,7 @@ class BudgetLedger:
             for number, amounts in sorted(tries.items())
             if number >= self.first_try
         )
-        most = f" and this request may add up to {shown(adds)} (its max_tokens)" if adds else ""
+        most = f" and this request may add up to {shown(adds)} (its max_tokens)" if limit == "output_tokens" else ""
         maximum = getattr(self.budget, f"max_{limit}")
         return (
             f"Durable: the request to model {model!r} at {key} was not sent: it would pass this task's budget, "
