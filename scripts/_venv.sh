@@ -41,7 +41,7 @@ ensure_venv() {
     rm -f "$stamp"
     # -e: the venv runs the working tree, so edits need no reinstall.
     if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
-        -c "$CONSTRAINTS" -e "${ROOT}[test,docs]" >"$log" 2>&1; then
+        -c "$CONSTRAINTS" -e "${ROOT}[test,docs,otel]" >"$log" 2>&1; then
         grep -v "^WARNING: Location '.*' is ignored" "$log" >&2 || true
         rm -f "$log"
         echo "pip install into $VENV failed (output above)" >&2

@@ -26,14 +26,22 @@ from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 
 def usage_of_try_2(model: str, *, replayed: dict[str, int]) -> dict[str, Any]:
-    """One live model request of 10 + 5 tokens on try 2; the two replayed requests had cost 30."""
+    """
+    One live model request of 10 + 5 tokens on try 2; the two replayed requests had cost 30. In US
+    dollars at the maintained table's price of gpt-4.1-mini ($0.40 and $1.60 per million tokens).
+    """
+    cost = (10 * 0.4 + 5 * 1.6) / 1_000_000
     return {
         "requests": 1,
         "input_tokens": 10,
         "output_tokens": 5,
         "total_tokens": 15,
-        "models": {model: {"requests": 1, "input_tokens": 10, "output_tokens": 5, "total_tokens": 15}},
-        "saved": {"requests": 2, "tokens": 30},
+        "cost_usd": cost,
+        "models": {
+            model: {"requests": 1, "input_tokens": 10, "output_tokens": 5, "total_tokens": 15, "cost_usd": cost}
+        },
+        "saved": {"requests": 2, "tokens": 30, "cost_usd": 0.0 + cost + cost},
+        "unknown_prices": [],
         "replayed": replayed,
         "live": {"model": 1},
         "not_recorded": {},
@@ -76,7 +84,7 @@ def test_the_durable_agent_example_replays_try_1_and_sends_only_the_failed_reque
     assert "Durable: replayed 0, ran live 4 (model 2, tool 2), could not record 0" in try_1
     assert (
         "Durable: replayed 4 (model 2, tool 2), ran live 1 (model 1), could not record 0, "
-        "saved 30 tokens by replaying" in try_2
+        "saved 30 tokens by replaying, spent $0.000012, saved $0.000024" in try_2
     )
     assert "Agent 'triage' answered: 1 model requests reached the model in this try" in try_2
 

@@ -60,16 +60,17 @@ def test_every_live_request_of_every_try_counts_and_a_replayed_one_costs_nothing
         run_durably_sync(weather_agent(model, runs), "Weather?", budget=budget)
         usage = durable_usage()
 
-    # Try 1: two answers and the request that failed; try 2: the two answers replayed, one request.
+    # Try 1: two answers and the request that failed (sent, so counted; its tokens unknown); try 2:
+    # the two answers replayed, one request.
     assert (len(model.calls), runs) == (4, ["Paris", "Rome"])
     assert usage is not None and usage.budget == {
         "first_try": 1,
         "limits": {"requests": 4, "total_tokens": 1_000},
-        "spent": {"requests": 3, "total_tokens": 360},
-        "left": {"requests": 1, "total_tokens": 640},
+        "spent": {"requests": 4, "total_tokens": 360},
+        "left": {"requests": 0, "total_tokens": 640},
     }
     assert json.loads(storage.entries[BUDGET_KEY])["tries"] == {
-        "1": {"requests": 2, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240, "cost_usd": 0},
+        "1": {"requests": 3, "input_tokens": 200, "output_tokens": 40, "total_tokens": 240, "cost_usd": 0},
         "2": {"requests": 1, "input_tokens": 100, "output_tokens": 20, "total_tokens": 120, "cost_usd": 0},
     }
 
@@ -91,12 +92,12 @@ def test_a_request_that_would_pass_the_budget_is_not_sent_and_fails_the_task_nam
     with journal_scope(journal_of_try(storage, 2)), pytest.raises(AirflowFailException) as refused:
         run_durably_sync(weather_agent(model, runs), "Weather?", budget=budget)
 
-    # Try 1 got one answer (a request that failed used nothing); try 2 replayed it for free, sent
-    # one request, and the next one was refused before it was sent.
-    assert (sent_in_try_1, len(model.calls), runs) == (2, 3, ["Paris", "Rome"])
+    # Try 1 sent two requests (one answered, one failed); try 2 replayed the answer and its tool
+    # call for free, and its first live request was refused before it was sent.
+    assert (sent_in_try_1, len(model.calls), runs) == (2, 2, ["Paris"])
     message = str(refused.value)
-    assert "the request to model 'ScriptedModel' at 1.5 was not sent" in message
-    assert "max_requests=2. Its tries spent 2 (try 1: 1, try 2: 1)." in message
+    assert "the request to model 'ScriptedModel' at 1.3 was not sent" in message
+    assert "max_requests=2. Its tries spent 2 (try 1: 2, try 2: 0)." in message
     assert "raise UsageBudget(max_requests=...)" in message and "clear" in message
 
 

@@ -2,7 +2,8 @@
 A budget over all tries of a task instance (R-58): :class:`UsageBudget`, the limits a user sets,
 and :class:`BudgetLedger`, what the tries of the budget spent, kept with the journal.
 
-Every live model request of every try counts; a replayed call costs nothing. Before a live
+Every live model request of every try counts (a request that got no answer counts as a request,
+its tokens unknown); a replayed call costs nothing. Before a live
 request is sent, what the budget's tries spent plus what the request can at most add (its
 ``max_tokens``, where the request says) must stay within each limit, or the request is not sent
 and the task fails for good: a retry would be refused the same way.
@@ -32,9 +33,10 @@ from airflow.providers.common.ai.durable.core import events, in_flight
 from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, FORMAT_VERSION, _looked_up
 from airflow.providers.common.ai.durable.core.prices import format_usd, price_of
 
+from airflow.providers.common.ai.durable.core.usage import ModelUsage
+
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
-    from airflow.providers.common.ai.durable.core.usage import ModelUsage
 
 # The logger of the journal's steps: log settings name it.
 log = logging.getLogger("airflow.providers.common.ai.durable.journal")
@@ -149,10 +151,11 @@ class BudgetLedger:
         """A request admitted with ``most`` returned (``usage``: what it used, if it got an answer)."""
         with self._lock:
             self._in_flight.remove(most)
-            if usage is None:
-                return
             spent = self._spent_by_try()[self.try_number]
-            spent["requests"] += usage.requests
+            # A request that got no answer was still sent: it counts, what it used is not known.
+            spent["requests"] += usage.requests if usage is not None else 1
+            if usage is None:
+                usage = ModelUsage()
             spent["input_tokens"] += usage.input_tokens
             spent["output_tokens"] += usage.output_tokens
             spent["total_tokens"] += usage.total_tokens
