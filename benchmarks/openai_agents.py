@@ -9,6 +9,7 @@ Run by hand, not in CI:
     python benchmarks/openai_agents.py --ns 10,100 --storages file,memory
     python benchmarks/openai_agents.py --profile 10          # where a recording run's time goes
     python benchmarks/openai_agents.py --attribute 10        # the same, measured without a profiler
+    python benchmarks/openai_agents.py --budget --ns 10,100  # what a UsageBudget's check costs a step
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from upath import UPath
 
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
 from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.openai_agents import UsageBudget, run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
@@ -83,6 +84,35 @@ def runs(n: int, storage: Counting) -> dict:
         "record": lambda: durable(True),
         "replay": lambda: durable(False),
     }
+
+
+def budget_cost(ns: list[int], storages: list[str]) -> None:
+    """A recording run with and without a budget (all five limits, never reached): the check's CPU per model request."""
+    limits = UsageBudget(
+        max_requests=10**9, max_input_tokens=10**12, max_output_tokens=10**12, max_total_tokens=10**12, max_cost_usd=1e9
+    )
+    print(f"{'storage':<8}{'N':>6}{'record s':>10}{'budget s':>10}{'extra us/request':>18}{'load':>7}", flush=True)
+    for n in ns:
+        for name in storages:
+            with tempfile.TemporaryDirectory() as folder:
+                storage = storage_of(name, folder)
+
+                def recorded(budget: UsageBudget | None):
+                    emptied(storage)
+                    model_agent = agent(n, answers=True)
+                    model_agent.model.model = "gpt-4.1-mini"  # a price the table has: the money limit applies
+                    with journal_scope(DurableJournal(storage)):
+                        return run_durably_sync(model_agent, "go", max_turns=n + 2, budget=budget)
+
+                best = {None: float("inf"), limits: float("inf")}
+                for _ in range(25 if n <= 10 else 11 if n <= 100 else 3):
+                    for budget in best:
+                        best[budget] = min(best[budget], cpu_seconds(lambda budget=budget: recorded(budget)))
+                extra = (best[limits] - best[None]) / (n + 1) * 1e6
+                print(
+                    f"{name:<8}{n:>6}{best[None]:>10.3f}{best[limits]:>10.3f}{extra:>18.1f}{os.getloadavg()[0]:>7.1f}",
+                    flush=True,
+                )
 
 
 def measure(ns: list[int], storages: list[str]) -> None:
@@ -183,11 +213,14 @@ if __name__ == "__main__":
     parser.add_argument("--storages", default="file", help="file, memory or both, comma-separated")
     parser.add_argument("--profile", type=int, metavar="N", help="profile N turns instead of measuring")
     parser.add_argument("--attribute", type=int, metavar="N", help="where N turns' extra CPU goes, on file://")
+    parser.add_argument("--budget", action="store_true", help="what a UsageBudget's check costs each model request")
     arguments = parser.parse_args()
     storages = ["file://" if name == "file" else name for name in arguments.storages.split(",")]
     if arguments.attribute:
         attribute(arguments.attribute)
     elif arguments.profile:
         profile(arguments.profile, storages)
+    elif arguments.budget:
+        budget_cost([int(n) for n in arguments.ns.split(",")], storages)
     else:
         measure([int(n) for n in arguments.ns.split(",")], storages)

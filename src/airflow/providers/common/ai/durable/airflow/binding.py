@@ -8,6 +8,7 @@ installs it on import, so the core behaves the same whichever module is imported
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,21 @@ def _asking_unsupported() -> str | None:
     )
 
 
+# The model prices read last, and the environment variable's value they were read under: reading
+# Airflow's configuration costs more than a model call's price, and every live call is priced.
+_read_prices: tuple[str | None, dict[str, prices.ModelPrice]] | None = None
+
+
 def _price_overrides() -> dict[str, prices.ModelPrice]:
+    """``[common.ai] model_prices``, read again when its environment variable changes."""
+    global _read_prices
+    variable = os.environ.get("AIRFLOW__COMMON_AI__MODEL_PRICES")
+    if _read_prices is None or _read_prices[0] != variable:
+        _read_prices = (variable, _configured_prices())
+    return _read_prices[1]
+
+
+def _configured_prices() -> dict[str, prices.ModelPrice]:
     """``[common.ai] model_prices``: US dollars per million tokens by model name; refused unless in that shape."""
     import json
 
