@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.ai.durable.core import events, in_flight
 from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, FORMAT_VERSION, _looked_up
 from airflow.providers.common.ai.durable.core.prices import format_usd, price_of
-
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
 
 if TYPE_CHECKING:
@@ -151,7 +150,8 @@ class BudgetLedger:
         """A request admitted with ``most`` returned (``usage``: what it used, if it got an answer)."""
         with self._lock:
             self._in_flight.remove(most)
-            spent = self._spent_by_try()[self.try_number]
+            tries = self._spent_by_try()
+            spent = tries[self.try_number]
             # A request that got no answer was still sent: it counts, what it used is not known.
             spent["requests"] += usage.requests if usage is not None else 1
             if usage is None:
@@ -164,7 +164,7 @@ class BudgetLedger:
                 {
                     "format": FORMAT_VERSION,
                     "kind": "budget",
-                    "tries": {str(number): amounts for number, amounts in sorted(self._tries.items())},
+                    "tries": {str(number): amounts for number, amounts in sorted(tries.items())},
                 },
                 separators=(",", ":"),
             )
