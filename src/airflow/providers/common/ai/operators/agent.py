@@ -21,7 +21,8 @@ from airflow.providers.common.compat.sdk import BaseOperator
 from pydantic_core import to_jsonable_python
 
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
-from airflow.providers.common.ai.durable.core.usage import USAGE_XCOM_KEY, ModelUsage, TryUsage
+from airflow.providers.common.ai.durable.core.usage import USAGE_XCOM_KEY, TryUsage
+from airflow.providers.common.ai.durable.openai_agents._budget import usage_of
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -296,19 +297,8 @@ class _CountedUsage(RunHooks):
         self.usage = TryUsage()
 
     async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse) -> None:
-        counts = response.usage
         name = _model_name(self.run_config.model if self.run_config and self.run_config.model else agent.model)
-        self.usage.count(
-            name,
-            ModelUsage.of_call(
-                name,
-                requests=counts.requests,
-                input_tokens=counts.input_tokens,
-                output_tokens=counts.output_tokens,
-                total_tokens=counts.total_tokens,
-                cached_input_tokens=getattr(counts.input_tokens_details, "cached_tokens", 0) or 0,
-            ),
-        )
+        self.usage.count(name, usage_of(name, response.usage))
         self.usage.live["model"] = self.usage.live.get("model", 0) + 1
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Any, result: Any) -> None:
