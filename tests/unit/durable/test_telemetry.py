@@ -113,10 +113,11 @@ def test_each_step_of_a_retried_task_is_a_span_under_its_try_live_then_replayed(
     try_1, try_2 = run_two_tries(tracer)
 
     first, second = step_spans(exporter, try_1), step_spans(exporter, try_2)
-    # The model call that failed try 1 is no step: the adapter leaves it unfinished, and it runs again.
+    # The model request that failed try 1 is a failed span too; its step stays unrecorded and runs again.
     assert [(s.name, s.attributes[f"{DURABLE}outcome"]) for s in first] == [
         (f"chat {MODEL}", "live"),
         ("execute_tool weather", "failed"),
+        (f"chat {MODEL}", "failed"),
     ]
     assert [(s.name, s.attributes[f"{DURABLE}outcome"]) for s in second] == [
         (f"chat {MODEL}", "replayed"),
@@ -124,11 +125,11 @@ def test_each_step_of_a_retried_task_is_a_span_under_its_try_live_then_replayed(
         (f"chat {MODEL}", "live"),
     ]
     # Every step span is in its task's trace, and the task spans are all there is besides.
-    assert len(exporter.get_finished_spans()) == 2 + 5
+    assert len(exporter.get_finished_spans()) == 2 + 6
     assert {s.context.trace_id for s in first} == {try_1.get_span_context().trace_id}
     assert {s.context.trace_id for s in second} == {try_2.get_span_context().trace_id}
 
-    live_model, failed_tool = first
+    live_model, failed_tool, failed_model = first
     tool = second[1]
     assert live_model.attributes["gen_ai.operation.name"] == "chat"
     assert live_model.attributes["gen_ai.request.model"] == MODEL
@@ -145,6 +146,8 @@ def test_each_step_of_a_retried_task_is_a_span_under_its_try_live_then_replayed(
     assert "gen_ai.usage.input_tokens" not in tool.attributes
     assert failed_tool.status.status_code is StatusCode.ERROR
     assert failed_tool.attributes[f"{DURABLE}reason"]
+    assert failed_model.status.status_code is StatusCode.ERROR
+    assert failed_model.attributes[f"{DURABLE}reason"] == "it raised ConnectionError"
     assert tool.status.status_code is StatusCode.UNSET
     # The replayed model call carries what it had used, which is what its replay saved.
     replayed_model = second[0]
@@ -162,7 +165,7 @@ def test_metrics_count_steps_by_outcome_and_kind_and_what_the_replay_saved(liste
     assert stats.total(step.format(outcome="live"), kind="model") == 2
     assert stats.total(step.format(outcome="live"), kind="tool") == 1
     assert stats.total(step.format(outcome="failed"), kind="tool") == 1
-    assert stats.total(step.format(outcome="failed"), kind="model") == 0
+    assert stats.total(step.format(outcome="failed"), kind="model") == 1
     assert stats.total(step.format(outcome="replayed"), kind="model") == 1
     assert stats.total(step.format(outcome="replayed"), kind="tool") == 0
     assert stats.total(step.format(outcome="not_recorded")) == 0

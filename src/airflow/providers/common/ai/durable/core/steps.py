@@ -231,6 +231,14 @@ class JournalStep:
         self._mark(_FAILED, "failure mark")
         self._emit(events.FAILED, self._used, reason=reason)
 
+    def attempt_failed(self, error: BaseException) -> None:
+        """
+        A live call of this step raised and may be made again in this try (the SDK retries a model
+        request on the same step): only its watchers hear of it; the step stays unrecorded.
+        """
+        if isinstance(error, Exception):
+            self._emit(events.FAILED, self._used, reason=f"it raised {type(error).__name__}")
+
     def handed_out(self) -> None:
         """Count this replayed step in the try's summary and usage: its recorded result was used."""
         if self.replayed and not self._counted:

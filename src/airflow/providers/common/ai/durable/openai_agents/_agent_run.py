@@ -198,9 +198,10 @@ class _DurableAgentRun:
             admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=True)
             try:
                 response = await model.get_response(**call)
-            except BaseException:
+            except BaseException as error:
                 self._failed_model_step = step
                 settled(admission, None)
+                step.attempt_failed(error)
                 raise
             settled(admission, self._record_response(step, response))
         self._answered(step, response, call["tools"])
@@ -270,8 +271,9 @@ class _DurableAgentRun:
                     used = self._record_response(step, response)
                     self._answered(step, response, call["tools"])
                 yield event
-        except Exception:
+        except Exception as error:
             self._failed_model_step = step
+            step.attempt_failed(error)
             raise
         finally:
             settled(admission, used)

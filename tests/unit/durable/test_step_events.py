@@ -1,0 +1,60 @@
+"""What the core tells the watchers of durable steps (R-60): one event per step, as it ended."""
+
+from __future__ import annotations
+
+import pytest
+from agents import Agent, Usage, function_tool
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+from airflow.providers.common.ai.durable.core import events
+from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.storage import InMemoryStorage
+
+
+@pytest.fixture
+def heard(monkeypatch) -> list:
+    heard: list = []
+    monkeypatch.setattr(events, "listeners", [heard.append])
+    return heard
+
+
+def test_each_step_is_heard_once_as_it_ends_also_a_model_request_that_failed(heard):
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    usage = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
+    script = [
+        [function_call("weather", {"city": "Paris"}, call_id="c1")],
+        ModelStep.raise_error(ConnectionError("the model server went away")),
+        [assistant_message("Sunny.")],
+    ]
+    model = ScriptedModel(script, default_usage=usage)
+    storage = InMemoryStorage()
+    with journal_scope(DurableJournal(storage)), pytest.raises(ConnectionError):
+        run_durably_sync(Agent(name="a", model=model, tools=[weather]), "Weather?")
+    try_1 = [(e.kind, e.key, e.outcome, e.total_tokens) for e in heard]
+    heard.clear()
+    with journal_scope(DurableJournal(storage)):
+        run_durably_sync(Agent(name="a", model=model, tools=[weather]), "Weather?")
+    try_2 = [(e.kind, e.key, e.outcome, e.total_tokens) for e in heard]
+
+    assert try_1 == [("model", "1.1", "live", 120), ("tool", "1.2", "live", None), ("model", "1.3", "failed", None)]
+    assert try_2 == [
+        ("model", "1.1", "replayed", 120),
+        ("tool", "1.2", "replayed", None),
+        ("model", "1.3", "live", 120),
+    ]
+    assert all(e.started <= e.ended for e in heard)
+
+
+def test_a_listener_that_raises_never_disturbs_the_run(monkeypatch):
+    def broken(event: object) -> None:
+        raise RuntimeError("the exporter is down")
+
+    monkeypatch.setattr(events, "listeners", [broken])
+    model = ScriptedModel([[assistant_message("ok")]])
+    with journal_scope(DurableJournal(InMemoryStorage())):
+        assert run_durably_sync(Agent(name="a", model=model), "Hi").final_output == "ok"
