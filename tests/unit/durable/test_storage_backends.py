@@ -85,8 +85,11 @@ def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_o
             pass
         step.record("done")
     # 1.1 start mark (holds the run's number) and result, 1.2 in-flight mark and result; a write
-    # still queued when a newer one of its key comes is replaced by it, so at most that many
-    assert 2 <= accessor.calls.count("set") <= 4
+    # still queued when a newer one of its key comes is replaced by it, so at most that many. And
+    # the run's snapshot as it ends (the store is a round trip away), unless the writes it would
+    # hold were all replaced before they went out (how many did depends on the machine's timing).
+    snapshots = int(f"{KEY_PREFIX}0.1" in accessor.rows)
+    assert 2 <= accessor.calls.count("set") - snapshots <= 4
     assert [json.loads(json.loads(accessor.rows[f"{KEY_PREFIX}1.{n}"]))["state"] for n in (1, 2)] == ["done"] * 2
 
 
