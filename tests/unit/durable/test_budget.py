@@ -246,3 +246,21 @@ def test_a_budget_that_is_not_a_usage_budget_is_refused_before_anything_runs():
     with journal_scope(journal_of_try(InMemoryStorage(), 1)), pytest.raises(TypeError, match="UsageBudget"):
         run_durably_sync(Agent(name="a", model=model), "first", budget={"max_requests": 1})
     assert len(model.calls) == 0
+
+
+def test_a_store_that_cannot_read_what_the_budget_spent_fails_the_try_so_that_a_retry_reads_it_again():
+    from airflow.providers.common.ai.durable.core.budget import BudgetUnreadable
+
+    class Unreadable(InMemoryStorage):
+        def read(self, key: str):
+            if key == BUDGET_KEY:
+                raise ConnectionError("the API server is gone")
+            return super().read(key)
+
+    model = ScriptedModel([[assistant_message("one")]], default_usage=USAGE)
+    with (
+        journal_scope(journal_of_try(Unreadable(), 1)),
+        pytest.raises(BudgetUnreadable, match="the API server is gone"),
+    ):
+        run_durably_sync(Agent(name="a", model=model), "first", budget=UsageBudget(max_requests=3))
+    assert len(model.calls) == 0  # not AirflowFailException: the next try may read it

@@ -81,8 +81,8 @@ class UsageBudget:
         return {name: getattr(self, f"max_{name}") for name in AMOUNTS if getattr(self, f"max_{name}") is not None}
 
 
-class BudgetExceeded(Exception):
-    """A live model request was not sent: it would pass a limit of the task instance's budget."""
+class BudgetUnreadable(Exception):
+    """What the budget's tries spent cannot be read: no request is sent, and a retry reads it again."""
 
 
 def _zero() -> dict[str, float]:
@@ -107,7 +107,7 @@ class BudgetLedger:
         if self._tries is None:
             entry, problem = _looked_up(self.journal._io.read_later(BUDGET_KEY))
             if problem is not None:
-                raise in_flight.failing_error(
+                raise BudgetUnreadable(
                     f"Durable: what the tries of this task's budget spent cannot be read, so no request is sent: {problem}"
                 )
             recorded = entry.get("tries") if entry is not None else None
