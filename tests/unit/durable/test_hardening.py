@@ -296,7 +296,7 @@ def deep_list(depth: int) -> list:
     ["lone \ud800 surrogate", deep_list(900), {"nested": deep_list(900)}],
     ids=["lone-surrogate", "900-deep", "900-deep-in-a-dict"],
 )
-def test_an_output_the_plain_sdk_accepts_runs_durably_on_every_try(output):
+def test_an_output_the_plain_sdk_accepts_runs_durably_on_every_try(output, no_collection_at_depth):
     runs = Counter()
     task, produce = weather_task_that_fails_after_the_tool(output, runs)
     second = scripted([assistant_message("done")])

@@ -374,7 +374,7 @@ def test_a_replayed_declared_output_is_what_the_model_saw_the_first_time():
     [(Counter(a=1), "type Counter"), (nested_list(900), "nested deeper"), ("a\ud800b", "not valid Unicode")],
     ids=["counter", "list 900 deep", "lone surrogate"],
 )
-def test_a_tool_output_that_cannot_be_recorded_runs_live_next_try_and_is_named(output, reason):
+def test_a_tool_output_that_cannot_be_recorded_runs_live_next_try_and_is_named(output, reason, no_collection_at_depth):
     task, runs = Task(), Counter()
     tool = producing_tool(output, None, runs)
     first, first_hooks = ScriptedModel([[function_call("produce", {}, call_id="c1")], RuntimeError()]), ToolResults()
