@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from agents import Agent, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from tries import WorkerDied
 
 from airflow.providers.common.ai.durable.core import events
+from airflow.providers.common.ai.durable.core.in_flight import Happened
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.openai_agents import in_flight, run_durably_sync
 from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
@@ -58,3 +60,39 @@ def test_a_listener_that_raises_never_disturbs_the_run(monkeypatch):
     model = ScriptedModel([[assistant_message("ok")]])
     with journal_scope(DurableJournal(InMemoryStorage())):
         assert run_durably_sync(Agent(name="a", model=model), "Hi").final_output == "ok"
+
+
+def test_a_call_found_in_flight_and_resolved_as_done_is_heard_as_resolved_with_how(heard):
+    refunds: list[str] = []
+    dies = [True]
+
+    def found(key: str, arguments: object) -> Happened | None:
+        return Happened("refund already made") if key in refunds else None
+
+    @in_flight("verify", verify=found)
+    @function_tool
+    def refund(order: str) -> str:
+        """Refund an order."""
+        from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key
+
+        refunds.append(current_idempotency_key())
+        if dies[0]:
+            raise WorkerDied("killed after the refund")
+        return "refunded"
+
+    storage = InMemoryStorage()
+    first = ScriptedModel([[function_call("refund", {"order": "A-1"}, call_id="c1")]])
+    with journal_scope(DurableJournal(storage)), pytest.raises(WorkerDied):
+        run_durably_sync(Agent(name="a", model=first, tools=[refund]), "Refund A-1")
+    heard.clear()
+    dies[0] = False
+    second = ScriptedModel([[assistant_message("Refunded.")]])
+    with journal_scope(DurableJournal(storage)):
+        run_durably_sync(Agent(name="a", model=second, tools=[refund]), "Refund A-1")
+
+    assert len(refunds) == 1
+    assert [(e.kind, e.key, e.outcome, e.resolution) for e in heard] == [
+        ("model", "1.1", "replayed", None),
+        ("tool", "1.2", "resolved", "verify: it happened"),
+        ("model", "1.3", "live", None),
+    ]

@@ -1,6 +1,7 @@
 """
 What happens to each durable step, for whoever watches (traces and metrics, R-60): a
-:class:`StepEvent` when a step replays, is recorded live, fails or runs live unrecorded, and a
+:class:`StepEvent` when a step replays, is recorded live, fails, runs live unrecorded or, found in
+flight, is resolved as done without running (R-56), and a
 :class:`BudgetRefusal` when a budget keeps a request from being sent. Listeners are added by the
 system's binding; one that raises is logged at DEBUG and never disturbs the run.
 """
@@ -16,7 +17,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 #: What became of a step.
-REPLAYED, LIVE, FAILED, NOT_RECORDED = "replayed", "live", "failed", "not_recorded"
+REPLAYED, LIVE, FAILED, NOT_RECORDED, RESOLVED = "replayed", "live", "failed", "not_recorded", "resolved"
 
 
 @dataclass(frozen=True)

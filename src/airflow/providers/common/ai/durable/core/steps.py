@@ -192,8 +192,7 @@ class JournalStep:
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
         replayable = written and not held_a_secret
-        if ran:
-            self._emit(events.LIVE if replayable else events.NOT_RECORDED, self._used)
+        self._emit(events.RESOLVED if not ran else events.LIVE if replayable else events.NOT_RECORDED, self._used)
         return replayable
 
     def used(self, usage: ModelUsage) -> ModelUsage:
