@@ -7,6 +7,7 @@ from agents import Agent, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from tries import WorkerDied
 
+from airflow.providers.common.ai.durable.airflow.summaries import steps_of
 from airflow.providers.common.ai.durable.core import events
 from airflow.providers.common.ai.durable.core.in_flight import Happened
 from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
@@ -87,7 +88,7 @@ def test_a_call_found_in_flight_and_resolved_as_done_is_heard_as_resolved_with_h
     heard.clear()
     dies[0] = False
     second = ScriptedModel([[assistant_message("Refunded.")]])
-    with journal_scope(DurableJournal(storage)):
+    with journal_scope(journal := DurableJournal(storage)):
         run_durably_sync(Agent(name="a", model=second, tools=[refund]), "Refund A-1")
 
     assert len(refunds) == 1
@@ -95,4 +96,10 @@ def test_a_call_found_in_flight_and_resolved_as_done_is_heard_as_resolved_with_h
         ("model", "1.1", "replayed", None),
         ("tool", "1.2", "resolved", "verify: it happened"),
         ("model", "1.3", "live", None),
+    ]
+    # The try's summary lists it so, for the journal page's lanes.
+    assert [(s["key"], s["outcome"]) for s in steps_of(journal)] == [
+        ("1.1", "replayed"),
+        ("1.2", "resolved"),
+        ("1.3", "live"),
     ]

@@ -84,7 +84,11 @@ TRY_1 = summary(
 )
 TRY_2 = summary(
     "success",
-    [step("1.1", "replayed", tokens=15, cost=0.00006), step("1.2", "live", kind="tool", name="pay")],
+    [
+        step("1.1", "replayed", tokens=15, cost=0.00006),
+        step("1.2", "live", kind="tool", name="pay"),
+        step("1.3", "resolved", kind="tool", name="refund"),
+    ],
     usage(tokens=0, cost=0.0, saved_tokens=15, saved_cost=0.00006),
     budget=BUDGET,
 )
@@ -113,11 +117,13 @@ def test_each_try_is_a_lane_with_one_mark_per_step_classed_by_what_became_of_it_
         ("unfinished", "1.4"),
         ("replayed", "1.1"),
         ("live", "1.2"),
+        ("resolved", "1.3"),
     ]
     titles = [title for *_, title in marks(shown)]
     assert titles[0] == "1.1 model gpt-4.1: ran live, 15 tokens, $0.00006"
     assert titles[1] == "1.2 tool &lt;img src=x onerror=alert(1)&gt;: failed (runs again)"
     assert titles[4] == "1.1 model gpt-4.1: replayed (nothing spent), 15 tokens, $0.00006"
+    assert titles[6] == "1.3 tool refund: found in flight, resolved as done"
     assert HOSTILE not in shown
     # The legend names every outcome a mark can have.
     assert re.findall(r'<li><span class="mark (\w+)"></span>', shown) == [
@@ -125,6 +131,7 @@ def test_each_try_is_a_lane_with_one_mark_per_step_classed_by_what_became_of_it_
         "live",
         "failed",
         "not_recorded",
+        "resolved",
         "unfinished",
     ]
 

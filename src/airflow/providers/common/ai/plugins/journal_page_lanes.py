@@ -20,6 +20,7 @@ OUTCOMES = {
     "live": "ran live",
     "failed": "failed (runs again)",
     "not_recorded": "ran, not recorded (runs again)",
+    "resolved": "found in flight, resolved as done",
     "unfinished": "no result (in flight or waiting)",
 }
 
@@ -35,6 +36,7 @@ STYLE = """
 .mark.live { background: var(--live); border-radius: 2px; }
 .mark.failed { background: var(--failed); transform: rotate(45deg) scale(0.8); }
 .mark.not_recorded { background: var(--not-recorded); clip-path: polygon(50% 0, 100% 100%, 0 100%); }
+.mark.resolved { background: var(--resolved); border-radius: 50% 50% 2px 2px; }
 .mark.unfinished { border: 2px solid var(--unfinished); border-radius: 2px; }
 caption { text-align: left; padding: 3px 0; }
 .legend { display: flex; flex-wrap: wrap; gap: 16px; list-style: none; padding: 0; margin: 6px 0 0; color: var(--muted); }

@@ -42,6 +42,7 @@ COLOURS = {
         "live": "#16a34a",
         "failed": "#dc2626",
         "not-recorded": "#d97706",
+        "resolved": "#7c3aed",
         "unfinished": "#778ba2",
     },
     "dark": {
@@ -55,6 +56,7 @@ COLOURS = {
         "live": "#4ade80",
         "failed": "#f87171",
         "not-recorded": "#fcd34d",
+        "resolved": "#a78bfa",
         "unfinished": "#a3afbe",
     },
 }

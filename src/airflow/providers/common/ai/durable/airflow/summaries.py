@@ -85,9 +85,9 @@ def approvals_of(journal: DurableJournal) -> list[dict[str, Any]]:
 
 #: What became of a step in a try, as its summary lists it: its recorded result was handed out,
 #: it ran and its result was recorded, it failed (it runs again next try), it ran but its result
-#: could not be recorded (idem), or it has no result in this try (it was in flight when the try
-#: ended, or waits for a person's answer).
-STEP_OUTCOMES = ("replayed", "live", "failed", "not_recorded", "unfinished")
+#: could not be recorded (idem), it was found in flight and resolved as done without running (R-56),
+#: or it has no result in this try (it was in flight when the try ended, or waits for a person's answer).
+STEP_OUTCOMES = ("replayed", "live", "failed", "not_recorded", "resolved", "unfinished")
 
 
 def steps_of(journal: DurableJournal) -> list[dict[str, Any]]:
@@ -96,21 +96,13 @@ def steps_of(journal: DurableJournal) -> list[dict[str, Any]]:
     that started it), with what became of it and, where known, its tokens and cost in USD (for a
     replayed step what it had cost when it ran).
     """
-    not_recorded = set(journal.stats.not_recorded)
     listed = []
     for step in sorted(journal.claimed_steps(), key=lambda step: key_order(step.key)):
         if step.replayed:
             outcome, used, tokens = "replayed", step.meta, step.meta.get("tokens")
         else:
-            # What a live call used is kept on its step only until it is recorded; the step has no
-            # public name for it yet (JournalStep._used and _tokens, read here alone).
-            used, tokens = getattr(step, "_used", None) or {}, getattr(step, "_tokens", None)
-            if step.failure is not None:
-                outcome = "failed"
-            elif any(what.startswith(f"{step.describe()}: ") for what in not_recorded):
-                outcome = "not_recorded"
-            else:
-                outcome = "live" if step.recorded is not None else "unfinished"
+            used, tokens = step.usage, step.tokens
+            outcome = step.outcome if step.outcome in STEP_OUTCOMES else "unfinished"
         cost = used.get("cost_usd")
         listed.append(
             {

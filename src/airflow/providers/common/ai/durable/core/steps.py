@@ -93,9 +93,12 @@ class JournalStep:
         self._counted_when_handed_out = False
         #: When the step was claimed (its call started, or its entry was looked up), seconds since the epoch.
         self.started = events.now()
-        # What this live call reported with used(), recorded with its result: tokens and cost.
-        self._tokens: int | None = None
-        self._used: dict[str, Any] = {}
+        #: What this live call reported with used(), recorded with its result: its total tokens,
+        #: and its input and output tokens and cost in USD (where known).
+        self.tokens: int | None = None
+        self.usage: dict[str, Any] = {}
+        #: What became of this step in this try (``events.LIVE``, ``events.FAILED``, ...), once it ended.
+        self.outcome: str | None = None
 
     def take_recorded_fingerprint(self, recorded: Any) -> None:
         """
@@ -181,8 +184,8 @@ class JournalStep:
         stored, held_a_secret = masked(result)
         state = _MASKED if held_a_secret else _DONE
         meta = {
-            **({"tokens": self._tokens} if self._tokens is not None else {}),
-            **self._used,
+            **({"tokens": self.tokens} if self.tokens is not None else {}),
+            **self.usage,
             **({RESOLUTION_META: self.resolution} if self.resolution is not None else {}),
             **(meta or {}),
         }
@@ -192,7 +195,7 @@ class JournalStep:
         if written and held_a_secret:
             self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
         replayable = written and not held_a_secret
-        self._emit(events.RESOLVED if not ran else events.LIVE if replayable else events.NOT_RECORDED, self._used)
+        self._emit(events.RESOLVED if not ran else events.LIVE if replayable else events.NOT_RECORDED, self.usage)
         return replayable
 
     def used(self, usage: ModelUsage) -> ModelUsage:
@@ -201,8 +204,8 @@ class JournalStep:
         usage; tokens and cost are recorded with its result, so that a replay knows what it saved.
         """
         self.run.journal.stats.count_used(self.name, usage)
-        self._tokens = usage.total_tokens
-        self._used = {
+        self.tokens = usage.total_tokens
+        self.usage = {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             **({"cost_usd": usage.cost_usd} if usage.cost_usd is not None else {}),
@@ -218,7 +221,7 @@ class JournalStep:
         self._finish()
         self.run.journal._not_recorded(self, "result", reason)
         self._mark(_FAILED, "failure mark")
-        self._emit(events.NOT_RECORDED, self._used, reason=reason)
+        self._emit(events.NOT_RECORDED, self.usage, reason=reason)
 
     def fail(self, reason: str = "it failed") -> None:
         """Mark this live step failed: it is not recorded and runs again on the next try."""
@@ -228,7 +231,7 @@ class JournalStep:
         self.failure = reason
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
         self._mark(_FAILED, "failure mark")
-        self._emit(events.FAILED, self._used, reason=reason)
+        self._emit(events.FAILED, self.usage, reason=reason)
 
     def attempt_failed(self, error: BaseException) -> None:
         """
@@ -236,7 +239,7 @@ class JournalStep:
         request on the same step): only its watchers hear of it; the step stays unrecorded.
         """
         if isinstance(error, Exception):
-            self._emit(events.FAILED, self._used, reason=f"it raised {type(error).__name__}")
+            self._emit(events.FAILED, self.usage, reason=f"it raised {type(error).__name__}")
 
     def handed_out(self) -> None:
         """Count this replayed step in the try's summary and usage: its recorded result was used."""
@@ -274,6 +277,7 @@ class JournalStep:
         self._marked = self.run.journal._write(self, self._entry(state, **fields), what=what) or self._marked
 
     def _emit(self, outcome: str, used: dict[str, Any], reason: str | None = None) -> None:
+        self.outcome = outcome
         if not events.listeners:
             return
 
@@ -291,7 +295,7 @@ class JournalStep:
                 ended=events.now(),
                 input_tokens=number("input_tokens"),
                 output_tokens=number("output_tokens"),
-                total_tokens=number("tokens") if "tokens" in used else self._tokens,
+                total_tokens=number("tokens") if "tokens" in used else self.tokens,
                 cost_usd=number("cost_usd"),
                 resolution=self.resolution,
                 reason=reason,
