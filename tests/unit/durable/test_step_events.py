@@ -103,3 +103,36 @@ def test_a_call_found_in_flight_and_resolved_as_done_is_heard_as_resolved_with_h
         ("1.2", "resolved"),
         ("1.3", "live"),
     ]
+
+
+@pytest.mark.parametrize(
+    "policy, reason",
+    [
+        (in_flight("fail"), "its tool's policy is 'fail'"),
+        (in_flight("verify", verify=lambda key, arguments: 1 / 0), "its verify function raised ZeroDivisionError"),
+    ],
+    ids=["fail", "verify-raised"],
+)
+def test_a_call_found_in_flight_that_stays_unresolved_is_heard_as_failed_and_has_no_result(heard, policy, reason):
+    runs: list[str] = []
+
+    @function_tool
+    def refund(order: str) -> str:
+        """Refund an order."""
+        runs.append(order)
+        raise WorkerDied("killed in the refund")
+
+    storage = InMemoryStorage()
+    asked = [function_call("refund", {"order": "A-1"}, call_id="c1")]
+    with journal_scope(DurableJournal(storage)), pytest.raises(WorkerDied):
+        run_durably_sync(Agent(name="a", model=ScriptedModel([asked]), tools=[policy(refund)]), "Refund A-1")
+    heard.clear()
+    with journal_scope(journal := DurableJournal(storage)), pytest.raises(Exception, match="in flight"):
+        run_durably_sync(Agent(name="a", model=ScriptedModel([]), tools=[policy(refund)]), "Refund A-1")
+
+    assert runs == ["A-1"]
+    assert [(e.kind, e.key, e.outcome, e.reason) for e in heard] == [
+        ("model", "1.1", "replayed", None),
+        ("tool", "1.2", "failed", reason),
+    ]
+    assert [(s["key"], s["outcome"]) for s in steps_of(journal)] == [("1.1", "replayed"), ("1.2", "unfinished")]

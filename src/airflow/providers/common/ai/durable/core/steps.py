@@ -241,6 +241,15 @@ class JournalStep:
         if isinstance(error, Exception):
             self._emit(events.FAILED, self.usage, reason=f"it raised {type(error).__name__}")
 
+    def left_in_flight(self, reason: str) -> None:
+        """
+        This call, found in flight, stays unresolved in this try (its policy or a person failed the
+        task, or its verify function failed): its watchers hear it failed, and it has no result in
+        this try. Its in-flight mark stays for the next try.
+        """
+        self._emit(events.FAILED, self.usage, reason=reason)
+        self.outcome = None
+
     def handed_out(self) -> None:
         """Count this replayed step in the try's summary and usage: its recorded result was used."""
         if self.replayed and not self._counted:

@@ -60,6 +60,7 @@ def _resolve(step: JournalStep, policy: str, outcome: str) -> None:
 
 
 def _unresolved(step: JournalStep, arguments: str, why: str) -> Exception:
+    step.left_in_flight(why)
     return in_flight.unresolved(step.name, step.key, step.idempotency_key, arguments, why)
 
 
@@ -80,11 +81,13 @@ async def _verified(step: JournalStep, policy: in_flight.InFlightPolicy, argumen
             if inspect.isawaitable(verified):
                 verified = await verified
     except Exception as error:
+        step.left_in_flight(f"its verify function raised {type(error).__name__}")
         raise InFlightNotVerified(
             f"Durable: verify of {step.describe()}, in flight, raised {type(error).__name__}: {error}; the call "
             "stays in flight for the next try"
         ) from error
     if verified is not None and not isinstance(verified, in_flight.Happened):
+        step.left_in_flight(f"its verify function returned {type(verified).__name__}")
         raise InFlightNotVerified(
             f"Durable: verify of {step.describe()} returned {type(verified).__name__}: it must return "
             "Happened(output) when the call took effect, or None when it did not; the call stays in flight"
