@@ -32,6 +32,7 @@ import pytest
 from journal_page_auth import PASSWORD
 from test_journal_page import DAG_ID, finished_run, webserver_users  # noqa: F401 - the module's fixtures
 
+from airflow.providers.common.ai.plugins.journal_page_lanes import OUTCOMES
 from airflow.providers.common.ai.plugins.journal_page_look import COLOURS
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -298,7 +299,7 @@ def test_the_lanes_of_each_try_in_the_ui_theme_and_timezone_as_the_screenshot_sh
         assert titles[0] == "1.1 model gpt-4.1-mini: replayed (nothing spent), 15 tokens, $0.000012"
         usage = lanes[1].find_element(By.CSS_SELECTOR, ".lane-usage").text
         assert usage == "spent 15 tokens, $0.00006\nsaved 30 tokens, $0.000024"
-        assert len(page.find_elements(By.CSS_SELECTOR, "#lanes .legend .mark")) == 5
+        assert len(page.find_elements(By.CSS_SELECTOR, "#lanes .legend .mark")) == len(OUTCOMES)
         # Times in the zone chosen in the UI, written as the UI writes them.
         for time in page.find_elements(By.CSS_SELECTOR, "#tries td.as-of time"):
             moment = datetime.datetime.fromisoformat(time.get_attribute("datetime")).astimezone(ZoneInfo(CHOSEN_ZONE))
