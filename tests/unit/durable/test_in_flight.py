@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from agents import Agent, UserError, function_tool
-from agents.testing import ScriptedModel, assistant_message, function_call
-from airflow.providers.common.compat.sdk import AirflowFailException
+from agents.testing import ScriptedModel, UnexpectedModelCall, assistant_message, function_call
+from airflow.providers.common.compat.sdk import AirflowFailException, mask_secret
 from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable.core.approvals import Answer, AwaitingAnswer, answering_approvals
@@ -174,6 +174,38 @@ def test_verify_that_finds_the_effect_hands_its_output_to_the_model_and_the_call
     assert len(payments.refunds) == 1 and len(payments.verified) == 1
     assert task.replayed == {"model": 2, "tool": 1} and not third.calls
     assert result.final_output == "Refunded."
+
+
+def test_an_output_that_says_it_happened_with_a_secret_in_it_keeps_the_call_in_flight_for_the_next_try():
+    # Stored masked, the resolved call would replay "***" or, refused as masked, run live: its mark
+    # stays instead, and a later try asks verify again. The refund still happens once.
+    receipt = "receipt-k3y-5150"
+    mask_secret(receipt)
+    task, payments = PaymentTask(), Payments()
+
+    def found(key: str, arguments: Any) -> Happened | None:
+        payments.verified.append((key, arguments))
+        return Happened(f"already refunded, {receipt}") if key in payments.refunds else None
+
+    policy = in_flight("verify", verify=found)
+    died_in_the_call(task, payments, policy)
+    mark = task.entries()["1.2"]
+
+    failing = ScriptedModel([])  # the answer after the call cannot be had: the try fails
+    with pytest.raises(UnexpectedModelCall):
+        task.attempt(agent(failing, payments.tool(policy)))
+    assert len(payments.refunds) == 1 and len(payments.verified) == 1
+    assert tool_outputs(failing) == [[f"already refunded, {receipt}"]]  # the model got the real output
+    assert task.entries()["1.2"] == mark
+    assert any("held a secret, so the call stays in flight" in line for line in task.journal.stats.not_recorded)
+    assert receipt not in json.dumps(task.entries())
+
+    third = ScriptedModel([[assistant_message("Refunded.")]])
+    task.attempt(agent(third, payments.tool(policy)))
+    assert len(payments.refunds) == 1 and len(payments.verified) == 2  # asked again, never run again
+    assert tool_outputs(third) == [[f"already refunded, {receipt}"]]
+    assert task.ran_live == {"model": 1} and task.replayed == {"model": 1}
+    assert task.journal.stats.in_flight[0]["outcome"] == "it happened"
 
 
 def test_verify_that_finds_no_effect_runs_the_call_once():

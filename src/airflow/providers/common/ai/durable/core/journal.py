@@ -339,9 +339,10 @@ class DurableJournal:
         self._io.write(step.key, text, stored)
         return True
 
-    def _not_recorded(self, step: JournalStep, what: str, reason: str) -> bool:
+    def _not_recorded(self, step: JournalStep, what: str, reason: str, *, then: str = "it runs again") -> bool:
         log.warning(
-            "Durable: could not record a step, so it runs again next try step=%s what=%s reason=%r",
+            "Durable: could not record a step, so %s next try step=%s what=%s reason=%r",
+            then,
             step.describe(),
             what,
             reason,

@@ -172,7 +172,8 @@ class JournalStep:
         on ``***`` in place of the secret. The write may still be on its way to the store (see
         :meth:`DurableJournal.settle`); a store that refuses it then is reported as above. A result
         the call did not produce (``ran=False``: a call in flight resolved as done) is not counted
-        as a live call.
+        as a live call, and is not stored if it holds a secret: the call's in-flight mark stays, so
+        that a later try resolves it again by its policy rather than running it.
         """
         if self._incomplete is not None:
             self.fail(self._incomplete)
@@ -182,6 +183,12 @@ class JournalStep:
         else:
             self._finished = True
         stored, held_a_secret = masked(result)
+        if held_a_secret and not ran:
+            self.run.journal._not_recorded(
+                self, "result", "it held a secret, so the call stays in flight", then="its policy resolves it again"
+            )
+            self._emit(events.RESOLVED, self.usage)
+            return False
         state = _MASKED if held_a_secret else _DONE
         meta = {
             **({"tokens": self.tokens} if self.tokens is not None else {}),
