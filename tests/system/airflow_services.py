@@ -276,11 +276,22 @@ class AirflowServices:
         parser = "dag-processor" if AIRFLOW_V_3_0_PLUS else "scheduler"
         raise TimeoutError(f"the {parser} did not parse {dag_id} in {timeout} s:\n{self.service_log(parser)[-3000:]}")
 
-    def trigger(self, dag_id: str) -> str:
-        """Start a DAG run; returns its run id."""
+    def trigger(self, dag_id: str, timeout: float = 60) -> str:
+        """
+        Start a DAG run; returns its run id. The DAG's row can be read a moment before its
+        serialized form is written, and a run is refused with 404 until it is: that is asked again.
+        """
         self.wait_for_dag(dag_id)
         body = {"logical_date": None} if AIRFLOW_V_3_0_PLUS else {}
-        return self._request("POST", f"{API}/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._request("POST", f"{API}/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+            except urllib.error.HTTPError as error:
+                if error.code != 404 or time.monotonic() > deadline:
+                    raise
+            self.ensure_running()
+            time.sleep(1)
 
     def clear(self, dag_id: str, run_id: str, task_id: str) -> None:
         """
