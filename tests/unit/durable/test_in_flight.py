@@ -380,6 +380,30 @@ def test_ask_waits_for_a_person_and_each_answer_resolves_the_call():
 
 
 @needs_human_in_the_loop
+def test_a_persons_answer_that_it_happened_with_a_secret_in_it_keeps_the_call_in_flight_for_the_next_try():
+    code = "voucher-c0de-7788"
+    mask_secret(code)
+    task, payments = PaymentTask(), Payments()
+    policy = in_flight("ask")
+    question = asked_after_dying(task, payments, policy)
+    task.desk.record_asked()
+    mark = task.entries()["1.2"]
+
+    answer = Answer("1.2", question.fingerprint, InFlightDecision(HAPPENED, f"refunded with {code}", by="alice"))
+    resumed = ScriptedModel([])  # the answer after the call cannot be had: the try fails
+    with pytest.raises(UnexpectedModelCall):
+        task.asking(resumed, payments, policy, answer)
+    assert len(payments.refunds) == 1
+    assert tool_outputs(resumed) == [[f"refunded with {code}"]]
+    assert task.entries()["1.2"] == mark and code not in json.dumps(task.entries())
+
+    # The next try asks about the call again (it waits for the person's request); it never runs it.
+    with pytest.raises(AwaitingAnswer):
+        task.asking(ScriptedModel([]), payments, policy)
+    assert len(payments.refunds) == 1 and task.desk.pending.step_key == "1.2"
+
+
+@needs_human_in_the_loop
 def test_ask_answered_run_it_runs_the_call_once_more():
     task, payments = PaymentTask(), Payments()
     policy = in_flight("ask")
