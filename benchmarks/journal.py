@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "unit" / "durable")
 from durable_backends import FakeTaskStateStore  # noqa: E402
 from upath import UPath  # noqa: E402
 
-from airflow.providers.common.ai.durable.fingerprint import fingerprint  # noqa: E402
-from airflow.providers.common.ai.durable.journal import DurableJournal  # noqa: E402
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage  # noqa: E402
-from airflow.providers.common.ai.durable.storage import InMemoryStorage, JournalStorage  # noqa: E402
-from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage  # noqa: E402
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage  # noqa: E402
+from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage  # noqa: E402
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint  # noqa: E402
+from airflow.providers.common.ai.durable.core.journal import DurableJournal  # noqa: E402
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage, JournalStorage  # noqa: E402
 
 PAYLOAD = "x" * 1000
 

@@ -36,9 +36,10 @@ from agents.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHttp
 from agents.testing import ScriptedModel, assistant_message, function_call
 from mcp_servers import http_server, stdio_params, tools_called
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 def agent(n: int, server: MCPServer, *, answers: bool) -> Agent:

@@ -33,10 +33,11 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from journal import Counting
 from upath import UPath
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import UsageBudget, run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 @function_tool
@@ -168,7 +169,7 @@ def attribute(n: int, rounds: int = 15) -> None:
     inflate the journal's many small ones): the agent thread's CPU inside the storage's calls and
     inside the handlers of the per-step log line (R-38), the rest by difference. Best of each kind.
     """
-    step_log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents")
+    step_log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents._agent_run")
     spent = {"storage": 0.0, "log line": 0.0}
 
     def timed(what: str, call):

@@ -21,10 +21,11 @@ from agents import Agent, Runner, function_tool  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 from upath import UPath  # noqa: E402
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope  # noqa: E402
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage  # noqa: E402
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage  # noqa: E402
+from airflow.providers.common.ai.durable.core.journal import DurableJournal  # noqa: E402
+from airflow.providers.common.ai.durable.core.scope import journal_scope  # noqa: E402
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage  # noqa: E402
 from airflow.providers.common.ai.durable.openai_agents import run_durably_streamed  # noqa: E402
-from airflow.providers.common.ai.durable.storage import InMemoryStorage  # noqa: E402
 
 
 @function_tool

@@ -29,8 +29,8 @@ try:
 except ImportError:  # Airflow 2.11
     from airflow.decorators import dag, task
 
+from airflow.providers.common.ai.durable.core.usage import durable_usage
 from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably_sync
-from airflow.providers.common.ai.durable.usage import durable_usage
 from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,9 @@
 # Sourced by scripts/demo.sh and scripts/test.sh: makes sure "$VENV" holds this package,
 # installed editable against the pinned versions of one Airflow line.
 #
-#   AIRFLOW_LINE  3.3 (default) or 3.2: picks constraints/airflow-$AIRFLOW_LINE.txt
-#   VENV          the virtualenv to use; default .venv for 3.3, .venv-3.2 for 3.2
+#   AIRFLOW_LINE  3.3 (default), 3.4 (3.4.0b2, a pre-release: pip runs with --pre), 3.2 or 2.11:
+#                 picks constraints/airflow-$AIRFLOW_LINE.txt
+#   VENV          the virtualenv to use; default .venv for 3.3, .venv-$AIRFLOW_LINE for the others
 #   PYTHON        the interpreter that creates the venv (default python3, needs 3.10+)
 #
 # The venv is (re)installed only when it is missing or the constraints or pyproject.toml
@@ -23,6 +24,14 @@ else
 fi
 [[ "$VENV" == /* ]] || VENV="$PWD/$VENV"
 PYTHON="${PYTHON:-python3}"
+# A line whose Airflow is a pre-release: pip takes pre-releases only where the constraints pin one.
+PRE_RELEASE=()
+[[ "$AIRFLOW_LINE" != 3.4* ]] || PRE_RELEASE=(--pre)
+# Whether the line keeps the journal under [common.ai] durable_cache_path (no task state store
+# before Airflow 3.3): the lines 2.11 and 3.2 (and their -prod, -s3 variants).
+has_task_state_store() {
+    [[ "$AIRFLOW_LINE" == 3.3* || "$AIRFLOW_LINE" == 3.4* ]]
+}
 
 ensure_venv() {
     local stamp="$VENV/.common-ai-installed" want
@@ -34,14 +43,20 @@ ensure_venv() {
         echo "$PYTHON is missing or older than 3.10; set PYTHON to a Python 3.10+ interpreter" >&2
         exit 2
     fi
-    echo "Installing apache-airflow-providers-common-ai for Airflow $AIRFLOW_LINE into $VENV ..."
-    local started=$SECONDS log
+    echo "Installing apache-airflow-providers-common-ai for Airflow $AIRFLOW_LINE into $VENV (a minute or two the first time) ..."
+    local started=$SECONDS log ticker installed=0
     log="$(mktemp)"
     [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
     rm -f "$stamp"
+    # A line every 15 s, so a quiet pip does not look hung.
+    (while sleep 15; do echo "  ... $((SECONDS - started)) s, $(grep -c '^Collecting' "$log" 2>/dev/null || echo 0) packages collected"; done) &
+    ticker=$!
     # -e: the venv runs the working tree, so edits need no reinstall.
-    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
-        -c "$CONSTRAINTS" -e "${ROOT}[test,docs,otel]" >"$log" 2>&1; then
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off "${PRE_RELEASE[@]}" \
+        -c "$CONSTRAINTS" -e "${ROOT}[test,docs,otel]" >"$log" 2>&1 && installed=1
+    kill "$ticker" 2>/dev/null || true
+    wait "$ticker" 2>/dev/null || true
+    if ((!installed)); then
         grep -v "^WARNING: Location '.*' is ignored" "$log" >&2 || true
         rm -f "$log"
         echo "pip install into $VENV failed (output above)" >&2
@@ -64,7 +79,7 @@ ensure_line_packages() {
     fi
     echo "Installing the packages of $(basename "$packages") into $VENV ..."
     log="$(mktemp)"
-    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
+    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q "${PRE_RELEASE[@]}" \
         -c "$CONSTRAINTS" -r "$packages" >"$log" 2>&1; then
         grep -v "^WARNING: Location '.*' is ignored" "$log" >&2 || true
         rm -f "$log"
@@ -73,4 +88,26 @@ ensure_line_packages() {
     fi
     rm -f "$log"
     echo "$want" >"$stamp"
+}
+
+# A script's own Airflow home, SQLite, migrated on each run: .airflow-$1/ on 3.3, .airflow-$1-$AIRFLOW_LINE/
+# on the other lines (each line's database schema is its own), or $2 when set; $3 is the DAGS folder.
+# Before Airflow 3.3 the journal lives under a cache path in it (on 3.3 and 3.4 in the task state store).
+use_airflow_home() {
+    local name="$1" home="$2" dags="$3" suffix=""
+    [[ "$AIRFLOW_LINE" == "3.3" ]] || suffix="-$AIRFLOW_LINE"
+    export AIRFLOW_HOME="${home:-$ROOT/.airflow-$name$suffix}"
+    export AIRFLOW__CORE__LOAD_EXAMPLES=False
+    export AIRFLOW__CORE__DAGS_FOLDER="$dags"
+    export OPENAI_AGENTS_DISABLE_TRACING=1
+    if ! has_task_state_store; then
+        export AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH="${AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH:-file://$AIRFLOW_HOME/durable_cache}"
+    fi
+    mkdir -p "$AIRFLOW_HOME"
+    echo "Migrating the Airflow database in $AIRFLOW_HOME ..."
+    "$VENV/bin/airflow" db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || {
+        cat "$AIRFLOW_HOME/db-migrate.log" >&2
+        echo "$name: airflow db migrate failed (output above)" >&2
+        exit 1
+    }
 }

@@ -7,34 +7,21 @@ set -euo pipefail
 # shellcheck source=scripts/_venv.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 
-EXAMPLE="$ROOT/example_dags/${DEMO_EXAMPLE:-example_durable_agent}.py"
+# DEMO_EXAMPLE names an example of example_dags/, or is the path of a DAG file that runs itself
+# the same way (testing.examples.run_example), as tests/system/test_demo_script.py's does.
+case "${DEMO_EXAMPLE:-example_durable_agent}" in
+    */* | *.py) EXAMPLE="$(cd "$(dirname "$DEMO_EXAMPLE")" && pwd)/$(basename "$DEMO_EXAMPLE")" ;;
+    *) EXAMPLE="$ROOT/example_dags/${DEMO_EXAMPLE:-example_durable_agent}.py" ;;
+esac
+[[ -f "$EXAMPLE" ]] || { echo "demo: no example at $EXAMPLE" >&2; exit 2; }
 ensure_venv
 
-# One home per line: each line's database schema is its own.
-if [[ "$AIRFLOW_LINE" == "3.3" ]]; then
-    export AIRFLOW_HOME="${DEMO_AIRFLOW_HOME:-$ROOT/.airflow-demo}"
-else
-    export AIRFLOW_HOME="${DEMO_AIRFLOW_HOME:-$ROOT/.airflow-demo-$AIRFLOW_LINE}"
-fi
-export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/example_dags"
-export OPENAI_AGENTS_DISABLE_TRACING=1
-if [[ "$AIRFLOW_LINE" != "3.3" ]]; then
-    # Before Airflow 3.3 the journal lives under the cache path (on 3.3+ in the task state store).
-    export AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH="${AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH:-file://$AIRFLOW_HOME/durable_cache}"
-fi
-mkdir -p "$AIRFLOW_HOME"
-
-echo "Migrating the Airflow database in $AIRFLOW_HOME ..."
-"$VENV/bin/airflow" db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || {
-    cat "$AIRFLOW_HOME/db-migrate.log" >&2
-    echo "demo: airflow db migrate failed (output above)" >&2
-    exit 1
-}
+use_airflow_home demo "${DEMO_AIRFLOW_HOME:-}" "$(dirname "$EXAMPLE")"
 
 cd "$ROOT"
+# The example exits non-zero when its DAG run failed; the recap says so and the demo exits with it.
+set +e
 "$VENV/bin/python" "$EXAMPLE" 2>&1 | tee "$AIRFLOW_HOME/demo.log"
-echo
-echo "What happened (the whole log: $AIRFLOW_HOME/demo.log):"
-grep -E '\[DAG TEST\] starting|Tool .* ran|HTTP Request|Durable:|Task failed|Agent .* answered' "$AIRFLOW_HOME/demo.log" \
-    | sed -E 's/^[^ ]+ \[[a-z ]+\] //; s/ +\[[^]]+\] loc=.*$//; s/ +\[[^]]+\] *$//'
+status=${PIPESTATUS[0]}
+set -e
+exec "$VENV/bin/python" "$ROOT/scripts/demo_recap.py" "$AIRFLOW_HOME/demo.log" "$status"

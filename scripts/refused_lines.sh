@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Checks, on a real install, that the provider refuses at import the Airflow lines it cannot run
-# on (3.0 and 3.1, docs/airflow_lines.rst), naming the reason: bash scripts/refused_lines.sh [DIR]
-# Each line gets a venv under DIR (default .refused-lines/) with that Airflow from PyPI and this
-# provider without its dependencies (pip finds no set of versions with openai-agents 0.24 there,
-# which is the reason). Exits non-zero if a line imports, or fails for another reason.
+# Checks, on a real install, that the provider refuses at import the Airflow releases it cannot run
+# on (3.0 and 3.1.0, docs/versions.rst), naming the reason: bash scripts/refused_lines.sh [DIR]
+# Each release gets a venv under DIR (default .refused-lines/) with that Airflow from PyPI and this
+# provider without its dependencies. Exits non-zero if one imports, or fails for another reason.
+# 3.1.1 and later are not refused: they run beside openai-agents 0.20 (AIRFLOW_LINE=3.1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${1:-$ROOT/.refused-lines}"
 PYTHON="${PYTHON:-python3}"
 mkdir -p "$DIR"
 status=0
-for airflow in 3.0.6 3.1.8; do
+for airflow in 3.0.6 3.1.0; do
     venv="$DIR/airflow-$airflow"
     if [[ ! -f "$venv/.installed" ]]; then
         "$PYTHON" -m venv "$venv"
@@ -24,7 +24,7 @@ for airflow in 3.0.6 3.1.8; do
     if AIRFLOW_HOME="$home" "$venv/bin/python" -c "import airflow.providers.common.ai" >"$venv/import.log" 2>&1; then
         echo "refused_lines: Airflow $airflow imported the provider; it must refuse the line" >&2
         status=1
-    elif grep -q "RuntimeError: The package \`apache-airflow-providers-common-ai:.*\` cannot run on Apache Airflow $airflow: openai-agents 0.24 requires starlette>=1.3.1.*It supports Airflow 2.11, 3.2 and 3.3+" "$venv/import.log"; then
+    elif grep -q "RuntimeError: The package \`apache-airflow-providers-common-ai:.*\` cannot run on Apache Airflow $airflow: it sets no cap on fastapi.*HTTP 422.*It supports Airflow 2.11, 3.1.1+, 3.2 and 3.3+" "$venv/import.log"; then
         echo "Airflow $airflow: refused at import: $(grep -o "cannot run on .*" "$venv/import.log")"
     else
         cat "$venv/import.log" >&2

@@ -105,7 +105,8 @@ def _measure(n: int, storages: dict, counting: CountingAccessor) -> list[dict]:
 
     from agents import Runner
 
-    from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.scope import journal_scope
     from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
     def timed(function, *args) -> float:
@@ -287,9 +288,9 @@ def store_round_trips():
         from upath import UPath
 
         import airflow
-        import airflow.providers.common.ai.durable.journal as journal_module
-        from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
-        from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+        import airflow.providers.common.ai.durable.core.journal as journal_module
+        from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+        from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
 
         ti = context["ti"]
         ids = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index}

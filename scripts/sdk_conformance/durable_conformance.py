@@ -77,9 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def _route_runner(mode: str) -> None:
     from agents import Runner
 
-    from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.scope import journal_scope
+    from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
     from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
-    from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
     original_run = Runner.run
     original_run_sync = Runner.run_sync

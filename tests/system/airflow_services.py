@@ -118,13 +118,20 @@ class AirflowServices:
             "AIRFLOW__WEBSERVER__WEB_SERVER_PORT": str(port),
             "AIRFLOW__WEBSERVER__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__WEBSERVER__WORKERS": "1",
+            # On a loaded machine a gunicorn worker can take minutes to answer or to boot: by default
+            # 2.11 kills it after 120 s and, when its replacement is not up 120 s later, shuts the
+            # whole webserver down (CI saw the REST API refuse connections in the middle of a test).
+            "AIRFLOW__WEBSERVER__WEB_SERVER_WORKER_TIMEOUT": "600",
+            "AIRFLOW__WEBSERVER__WEB_SERVER_MASTER_TIMEOUT": "600",
             "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(16),
             # Sessions in a signed cookie, not in SQLite: on a busy machine the scheduler holds the
             # database's lock, and a session the login form could not store signed nobody in.
             "AIRFLOW__WEBSERVER__SESSION_BACKEND": "securecookie",
             # Tests log several users in within seconds; 2.11 allows 5 logins in 40 s by default.
             "AIRFLOW__WEBSERVER__AUTH_RATE_LIMITED": "False",
-            "AIRFLOW__API__AUTH_BACKENDS": "airflow.providers.fab.auth_manager.api.auth.backend.basic_auth",
+            # Basic auth for the services' own calls; the session for the UI's (the connection form's Test button).
+            "AIRFLOW__API__AUTH_BACKENDS": "airflow.providers.fab.auth_manager.api.auth.backend.basic_auth,"
+            "airflow.providers.fab.auth_manager.api.auth.backend.session",
         }
 
     def airflow_command(self, *arguments: str) -> str:
@@ -224,15 +231,31 @@ class AirflowServices:
     def service_log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def _request(self, method: str, path: str, body: Any = None, *, patient: bool = True) -> Any:
+        """The REST call's JSON answer; a refused connection is tried again for a minute if ``patient``."""
         request = urllib.request.Request(
             f"{self.url}{path}",
             data=None if body is None else json.dumps(body).encode(),
             method=method,
             headers={"Content-Type": "application/json", **self._authorization()},
         )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"null")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return json.loads(response.read() or b"null")
+            except urllib.error.URLError as error:
+                if not patient or not isinstance(error.reason, ConnectionRefusedError):
+                    raise
+                # Nothing listens: a web server restarting its workers, or one that died (then
+                # ensure_running says so, with its log); after a minute, the end of its log.
+                self.ensure_running()
+                if time.monotonic() > deadline:
+                    name = "api-server" if AIRFLOW_V_3_0_PLUS else "webserver"
+                    raise RuntimeError(
+                        f"airflow {name} refused {method} {path} for 60 s:\n{self.service_log(name)[-3000:]}"
+                    ) from error
+                time.sleep(1)
 
     @staticmethod
     def _authorization() -> dict[str, str]:
@@ -254,7 +277,9 @@ class AirflowServices:
         while time.monotonic() < deadline:
             self.ensure_running()
             try:
-                health = self._request("GET", "/api/v2/monitor/health" if AIRFLOW_V_3_0_PLUS else "/health")
+                health = self._request(
+                    "GET", "/api/v2/monitor/health" if AIRFLOW_V_3_0_PLUS else "/health", patient=False
+                )
             except OSError:
                 health = None
             parts = (

@@ -101,9 +101,11 @@ class ServicesWithTriggerer(AirflowServices):
     def request_shown(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self._request("GET", self.hitl_path(dag_id, run_id))
 
-    def wait_for_mapped_task(self, dag_id: str, run_id: str, map_index: int, timeout: float = 900) -> dict[str, Any]:
+    def wait_for_mapped_task(
+        self, dag_id: str, run_id: str, map_index: int, timeout: float = 900, task_id: str = TASK
+    ) -> dict[str, Any]:
         """Wait until one mapped task instance finished for good (no retry left to come); returns it."""
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/{map_index}"
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{map_index}"
         deadline = time.monotonic() + timeout
         instance: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -115,11 +117,11 @@ class ServicesWithTriggerer(AirflowServices):
             if instance["state"] in ("success", "failed") and not _is_running(instance.get("pid")):
                 return instance
             time.sleep(1)
-        raise TimeoutError(f"{dag_id}.{TASK}[{map_index}] of {run_id} did not finish in {timeout} s: {instance}")
+        raise TimeoutError(f"{dag_id}.{task_id}[{map_index}] of {run_id} did not finish in {timeout} s: {instance}")
 
-    def mapped_task_logs(self, dag_id: str, run_id: str, map_index: int, tries: int) -> str:
+    def mapped_task_logs(self, dag_id: str, run_id: str, map_index: int, tries: int, task_id: str = TASK) -> str:
         """The logs of tries 1 to ``tries`` of one mapped task instance, one after the other."""
-        folder = Path(self.env["AIRFLOW_HOME"], "logs", f"dag_id={dag_id}", f"run_id={run_id}", f"task_id={TASK}")
+        folder = Path(self.env["AIRFLOW_HOME"], "logs", f"dag_id={dag_id}", f"run_id={run_id}", f"task_id={task_id}")
         paths = [folder / f"map_index={map_index}" / f"attempt={n}.log" for n in range(1, tries + 1)]
         return "\n".join(path.read_text(errors="replace") for path in paths if path.exists())
 

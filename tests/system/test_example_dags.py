@@ -86,7 +86,7 @@ def test_the_durable_agent_example_replays_try_1_and_sends_only_the_failed_reque
         "Durable: replayed 4 (model 2, tool 2), ran live 1 (model 1), could not record 0, "
         "saved 30 tokens by replaying, spent $0.000012, saved $0.000024" in try_2
     )
-    assert "Agent 'triage' answered: 1 model requests reached the model in this try" in try_2
+    assert "Agent 'triage' answered: 1 model request reached the model in this try" in try_2
 
     # The rendered prompt reached the model, and the pydantic output is the XCom, as JSON data.
     assert server.requests[0].body["input"][0]["content"] == (

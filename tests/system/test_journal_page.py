@@ -10,6 +10,7 @@ form: one who may not read the DAG is sent to the home page, as 2.11's own views
 from __future__ import annotations
 
 import base64
+import html
 import json
 from pathlib import Path
 from urllib.parse import urlparse
@@ -39,11 +40,18 @@ def finished_run(tmp_path_factory, airflow_db):
     out = tmp_path_factory.mktemp("journal_page")
     # kept: 4 requests; replayed try 1: 4; replayed try 2: only the writer, which diverged.
     with FakeOpenAIServer([*RESEARCH, *RESEARCH, reply.text("We refunded one payment.")]) as server:
-        env = {**durable_env(server, out), "DURABLE_TEST_OUT": str(out), "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY}
+        env = {
+            **durable_env(server, out),
+            "DURABLE_TEST_OUT": str(out),
+            "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY,
+            # The connection form's Test button, which the browser test presses.
+            "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+        }
         with AirflowServices(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env) as services:
             run_id = services.trigger(DAG_ID)
             kept = services.wait_for_task(DAG_ID, run_id, "kept")
             replayed = services.wait_for_task(DAG_ID, run_id, "replayed", try_number=2)
+            services.wait_for_task(DAG_ID, run_id, "adversarial")
             assert (kept["state"], replayed["state"], replayed["try_number"]) == ("failed", "success", 2), (
                 services.service_log("scheduler")[-4000:]
             )
@@ -207,7 +215,7 @@ def test_the_tries_of_a_task_that_replayed_outlive_its_journal_with_what_replaye
     ]
     [divergence] = try_2["divergences"]
     assert divergence["step"] == "model 'gpt-4.1' at 3.1"
-    assert divergence["reason"].endswith("input item 0 differs (counting from 0; the input has 1 items)")
+    assert divergence["reason"].endswith("input item 0 differs (counting from 0; the input has 1 item)")
 
 
 def test_an_ordinary_failed_try_logs_no_durable_warning(finished_run):
@@ -235,6 +243,22 @@ def test_the_page_shows_the_same_as_html(api):
     assert response.headers["content-type"].startswith("text/html")
     assert "ask_expert" in response.text and "gpt-4.1-nano" in response.text
     assert 'data-key="1.2.1.1"' in response.text
+
+
+@pytest.mark.parametrize("path", ["journal", "api/journal"])
+def test_a_dag_run_or_task_that_does_not_exist_is_404_naming_what_was_not_found(api, path):
+    asked = {
+        "No DAG 'nowhere' is known to Airflow": ("nowhere", api.run_id, "kept"),
+        f"DAG '{DAG_ID}' has no run 'nope'": (DAG_ID, "nope", "kept"),
+        f"Run '{api.run_id}' of DAG '{DAG_ID}' has no task 'nobody'": (DAG_ID, api.run_id, "nobody"),
+    }
+    for not_found, (dag_id, run_id, task_id) in asked.items():
+        response = api._ask("reader", f"/common-ai/{path}/{dag_id}", {"run_id": run_id, "task_id": task_id})
+        assert response.status_code == 404, (not_found, response.status_code, response.text[:500])
+        if path == "api/journal":
+            assert response.json() == {"detail": f"Not found: {not_found}"}
+        else:
+            assert f"Not found: {html.escape(not_found)}." in response.text and "No journal" not in response.text
 
 
 @pytest.mark.parametrize("path", ["journal", "api/journal"])
@@ -335,7 +359,7 @@ ADVERSARIAL_SUMMARIES = {
 def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) -> None:
     """Stores ADVERSARIAL_SUMMARIES (encrypted where they are JSON objects) and raw junk where summaries are kept."""
     from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_KEY_PREFIX
-    from airflow.providers.common.ai.durable.encryption import encrypt_text
+    from airflow.providers.common.ai.durable.core.encryption import encrypt_text
 
     texts = {
         number: value if isinstance(value, str) else encrypt_text(json.dumps(value, allow_nan=True))

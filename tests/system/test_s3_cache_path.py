@@ -17,7 +17,7 @@ import os
 import pytest
 from dag_runs import TEST_DAGS, is_try_summary, latest_run_id, openai_connection, run_dag_file, task_states
 
-from airflow.providers.common.ai.durable.object_storage import task_instance_folder
+from airflow.providers.common.ai.durable.airflow.object_storage import task_instance_folder
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 

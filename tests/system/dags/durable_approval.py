@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from airflow.providers.common.ai.operators.agent import AgentOperator
 def _note(tool: str, **arguments: object) -> None:
     ti = get_current_context()["ti"]
     with Path(os.environ["DURABLE_TEST_OUT"], "approval_tool_calls.jsonl").open("a") as calls:
-        calls.write(json.dumps({"run_id": ti.run_id, "try": ti.try_number, "tool": tool, **arguments}) + "\n")
+        note = {"run_id": ti.run_id, "try": ti.try_number, "tool": tool, "at": time.time(), **arguments}
+        calls.write(json.dumps(note) + "\n")
 
 
 @function_tool

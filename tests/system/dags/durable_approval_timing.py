@@ -1,14 +1,16 @@
 """
-Approvals answered at chosen moments, for tests/system/test_approvals_in_airflow.py (R-54): one
-mapped task instance per answer, each with a model server of its own (connection
-``openai_timing_<map index>``), so that the test tells whose requests are whose. Each tool notes
-each real run in DURABLE_TEST_OUT/approval_tool_calls.jsonl, with its map index and try.
+Approvals answered at chosen moments, for tests/system/production/test_approval_timing.py (R-54):
+one mapped task instance per answer, in two tasks, one without retries and one with a retry, each
+instance with a model server of its own (connection ``openai_timing_<retries>_<map index>``), so
+that the test tells whose requests are whose. Each tool notes each real run, with when it ran, in
+DURABLE_TEST_OUT/approval_tool_calls.jsonl, with its task, map index and try.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,13 +19,22 @@ from airflow.providers.common.compat.sdk import dag, get_current_context
 
 from airflow.providers.common.ai.operators.agent import AgentOperator
 
-#: How many task instances the test answers, each at its own moment.
-INSTANCES = 12
+#: How many task instances each task has, each answered at its own moment.
+INSTANCES = 8
+#: The retries of each task: an answer must resume a task that has none.
+RETRIES = (0, 1)
 
 
 def _note(tool: str) -> None:
     ti = get_current_context()["ti"]
-    note = {"run_id": ti.run_id, "map_index": ti.map_index, "try": ti.try_number, "tool": tool}
+    note = {
+        "run_id": ti.run_id,
+        "task_id": ti.task_id,
+        "map_index": ti.map_index,
+        "try": ti.try_number,
+        "tool": tool,
+        "at": time.time(),
+    }
     with Path(os.environ["DURABLE_TEST_OUT"], "approval_tool_calls.jsonl").open("a") as calls:
         calls.write(json.dumps(note) + "\n")
 
@@ -48,17 +59,16 @@ def _support_agent() -> Agent:
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def durable_approval_timing():
-    AgentOperator.partial(
-        task_id="handle_ticket",
-        agent=_support_agent,
-        prompt="Order O-77 was charged twice: refund the second payment.",
-        durable=True,
-        # A try the scheduler fails on resuming (Airflow 3.3) leaves the answer to the next; on a
-        # loaded machine a call to the api-server may also fail a try before it asks.
-        retries=2,
-        # Longer than a busy worker takes to start the resumed try that a failed one left queued.
-        retry_delay=timedelta(seconds=30),
-    ).expand(openai_conn_id=[f"openai_timing_{index}" for index in range(INSTANCES)])
+    for retries in RETRIES:
+        AgentOperator.partial(
+            task_id=f"handle_ticket_retries_{retries}",
+            agent=_support_agent,
+            prompt="Order O-77 was charged twice: refund the second payment.",
+            durable=True,
+            retries=retries,
+            # Longer than a busy worker takes to start the resumed try that a failed one left queued.
+            retry_delay=timedelta(seconds=30),
+        ).expand(openai_conn_id=[f"openai_timing_{retries}_{index}" for index in range(INSTANCES)])
 
 
 durable_approval_timing()

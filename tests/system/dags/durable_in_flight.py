@@ -22,7 +22,7 @@ from typing import Any
 from agents import Agent, function_tool
 from airflow.providers.common.compat.sdk import dag, get_current_context
 
-from airflow.providers.common.ai.durable.journal import current_journal
+from airflow.providers.common.ai.durable.core.scope import current_journal
 from airflow.providers.common.ai.durable.openai_agents import Happened, current_idempotency_key, in_flight
 from airflow.providers.common.ai.operators.agent import AgentOperator
 
@@ -54,7 +54,9 @@ def _refund_tool(policy: Any) -> Any:
             current_journal().settle()  # the in-flight mark is stored (a guarded tool's was before it started)
             where = Path(os.environ["DURABLE_TEST_OUT"], f"in_refund_{ti.dag_id}_{ti.run_id}.json")
             where.write_text(json.dumps({"pid": os.getpid()}))
-            time.sleep(120)  # killed, or cut off by execution_timeout, here
+            # Killed here, or cut off by execution_timeout (30 s after the task started), which
+            # waits for the call's end: a plain def tool's thread cannot be stopped.
+            time.sleep(45 if ti.dag_id == "in_flight_verify_timeout" else 120)
         return f"refunded {amount_eur} EUR on {order_id} as {refund_id}"
 
     return policy(refund)

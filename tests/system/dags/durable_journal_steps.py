@@ -14,7 +14,7 @@ from pathlib import Path
 
 from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
-from airflow.providers.common.ai.durable.journal import current_journal
+from airflow.providers.common.ai.durable.core.scope import current_journal
 
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)

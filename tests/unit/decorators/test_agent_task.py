@@ -9,8 +9,9 @@ from agents import Agent, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from airflow.providers.common.compat.sdk import DAG, task
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 
 class PushedXComs:

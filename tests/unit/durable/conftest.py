@@ -5,8 +5,7 @@ import gc
 import pytest
 from durable_backends import FakeTaskStateStore, make_storage
 
-from airflow.providers.common.ai.durable.core import fingerprint as fingerprint_module
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 BACKENDS = ["memory", "file", "fsspec-memory", "task-state-store"]
 
@@ -36,14 +35,12 @@ def new_storage(backend, tmp_path):
 
 @pytest.fixture
 def fernet_key(monkeypatch):
-    """Sets ``[core] fernet_key`` ("" for none) for the test; encryption and fingerprints read it again."""
+    """Sets ``[core] fernet_key`` ("" for none) for the test; encryption and fingerprints read it as they go."""
 
     def use(value: str) -> None:
         monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", value)
-        fingerprint_module.fingerprint_key.cache_clear()
 
-    yield use
-    fingerprint_module.fingerprint_key.cache_clear()
+    return use
 
 
 @pytest.fixture

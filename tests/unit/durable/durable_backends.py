@@ -7,9 +7,9 @@ from typing import Any
 
 from upath import UPath
 
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
-from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 
 class FakeTaskStateStore:

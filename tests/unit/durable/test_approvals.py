@@ -27,6 +27,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from tries import WorkerDied
 
+from airflow.providers.common.ai.durable.airflow.approval_trigger import ApprovalTrigger
 from airflow.providers.common.ai.durable.airflow.approvals import (
     RESUME_DELAY,
     ApprovalFailed,
@@ -35,7 +36,6 @@ from airflow.providers.common.ai.durable.airflow.approvals import (
     check_defaults,
     resumed_with,
 )
-from airflow.providers.common.ai.durable.approval_trigger import ApprovalTrigger
 from airflow.providers.common.ai.durable.core.approvals import (
     APPROVAL_STEP,
     ASKED,
@@ -46,7 +46,8 @@ from airflow.providers.common.ai.durable.core.approvals import (
     PendingApproval,
     answering_approvals,
 )
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
@@ -88,7 +89,9 @@ class ApprovalTask(tries.Task):
         self.asked_before = False
         self.desk: ApprovalDesk | None = None
 
-    def resume(self, payer: Payer, decision: Decision | None = None, *, waits: bool = True) -> Any:
+    def resume(
+        self, payer: Payer, decision: Decision | None = None, *, waits: bool = True, before_going_on: Any = None
+    ) -> Any:
         """
         One try: resumed with ``decision`` for what the try before asked, or a plain retry without
         one. A try that stops for an approval records that it asked, as the operator does once it
@@ -99,7 +102,7 @@ class ApprovalTask(tries.Task):
             assert self.pending is not None
             answer = Answer(self.pending.step_key, self.pending.fingerprint, decision)
         self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal), answering_approvals(answer) as desk:
+        with journal_scope(self.journal), answering_approvals(answer, before_going_on) as desk:
             try:
                 return run_durably_sync(payer.agent, self.prompt)
             finally:
@@ -448,8 +451,46 @@ def test_the_task_records_that_it_asked_and_defers_to_the_trigger_that_waits_bef
     assert trigger.not_before < trigger.timeout_datetime
     # The triggerer builds it again from what it serializes to.
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow.providers.common.ai.durable.approval_trigger.ApprovalTrigger"
+    assert classpath == "airflow.providers.common.ai.durable.airflow.approval_trigger.ApprovalTrigger"
     assert ApprovalTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+@pytest.mark.parametrize(
+    "stored_classpath",
+    [
+        "airflow.providers.common.ai.durable.airflow.approval_trigger.ApprovalTrigger",
+        # Where the trigger was stored before it serialized its own path: the one alias kept.
+        "airflow.providers.common.ai.durable.approval_trigger.ApprovalTrigger",
+    ],
+)
+def test_a_stored_trigger_row_resumes_as_the_triggerer_loads_it_under_its_path_and_under_the_old_one(
+    stored_classpath, requests_made
+):
+    from types import SimpleNamespace
+
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+    from airflow.models.trigger import Trigger
+
+    task = ApprovalTask()
+    task.resume(Payer(Counter(), [[PAY]]), waits=False)
+    trigger = wait(task, Ti(), response_timeout=timedelta(hours=1)).trigger
+    _, kwargs = trigger.serialize()
+    # The row as the scheduler stores it (kwargs encrypted), read back as the triggerer reads it.
+    row = Trigger(classpath=stored_classpath, kwargs=kwargs)
+
+    # The triggerer's own look-up of a row's class, and its call of the class with the row's kwargs.
+    trigger_class = TriggerRunner.get_trigger_by_classpath(SimpleNamespace(trigger_cache={}), row.classpath)
+    loaded = trigger_class(**row.kwargs)
+
+    assert type(loaded) is ApprovalTrigger
+    assert (loaded.ti_id, loaded.not_before, loaded.timeout_datetime) == (
+        trigger.ti_id,
+        trigger.not_before,
+        trigger.timeout_datetime,
+    )
+    # Deferred again, it is stored under its real path.
+    assert Trigger.from_object(loaded).classpath == trigger.serialize()[0]
+    assert loaded.serialize() == trigger.serialize()
 
 
 def test_a_try_that_failed_before_it_took_the_answer_leaves_the_next_to_wait_for_it_asking_nothing_again(
@@ -576,16 +617,71 @@ def test_the_trigger_hands_an_answer_back_only_once_its_moment_came(answer_looke
     assert answer_of(event.payload, "1.3", "f") == Answer("1.3", "f", APPROVED)
 
 
-def test_a_try_resumed_soon_after_it_deferred_goes_on_only_once_the_moment_came():
+def test_a_try_resumed_soon_after_it_deferred_takes_the_answer_at_once_and_acts_on_it_only_once_the_moment_came():
     from airflow.sdk.timezone import utcnow
+
+    from airflow.providers.common.ai.durable.airflow.approvals import going_on_at
 
     not_before = utcnow() + timedelta(seconds=0.3)
     event = {"chosen_options": ["Approve"], "responded_by_user": {"id": "7", "name": "alice"}, "timedout": False}
 
-    answer = resumed_with({"ti": Ti()}, event, "1.3", "f", not_before, method_name="execute_complete")
+    answer = resumed_with({"ti": Ti()}, event, "1.3", "f", method_name="execute_complete")
 
-    assert utcnow() >= not_before
     assert answer == Answer("1.3", "f", APPROVED)
+    assert utcnow() < not_before
+    going_on_at(not_before)()
+    assert utcnow() >= not_before
+    going_on_at(None)()  # dag.test() resumes without the moment: nothing to wait for
+
+
+def test_a_resumed_try_records_the_answer_before_it_acts_and_a_try_after_it_takes_it_asking_no_one(requests_made):
+    """
+    Airflow 3.3 may fail a try it resumed the moment a person answered (its defer race): the try
+    recorded the answer before it waited to act on it, so the next try (a retry, or a clear)
+    replays the decision at once: no new request, no deferral, and the approved call runs once.
+    """
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    task.resume(Payer(runs, [[PAY]]), waits=False)
+    wait(task, Ti())
+    seen_before_going_on: list[Any] = []
+
+    def scheduler_fails_the_try() -> None:
+        seen_before_going_on.append(task.entries()["1.3"]["result"])
+        raise WorkerDied
+
+    doomed = Payer(runs, [])
+    with pytest.raises(WorkerDied):
+        task.resume(doomed, APPROVED, before_going_on=scheduler_fails_the_try)
+    assert seen_before_going_on == [{"approved": True, "by": "alice", "timed_out": False}]
+    assert runs == {} and len(doomed.model.calls) == 0
+
+    retry = Payer(runs, [[DONE]])
+    result = task.resume(retry, waits=False)
+
+    assert result.final_output == "done"
+    assert task.pending is None  # nothing to ask, so the operator neither asks nor defers
+    assert len(requests_made) == 1
+    assert runs == {"wire_money 5": 1}
+    assert requests_to(retry.model) == [["wired 5"]]
+
+
+def test_a_call_in_flight_answered_by_a_person_is_acted_on_only_after_the_try_may_go_on():
+    from airflow.providers.common.ai.durable.core.in_flight import InFlightDecision, PendingInFlightQuestion
+
+    went_on: list[str] = []
+    desk = ApprovalDesk(
+        Answer("1.3", "f", InFlightDecision("It happened", "done", "alice")), lambda: went_on.append("x")
+    )
+
+    class Step:
+        key, fingerprint = "1.3", "f"
+
+    question = PendingInFlightQuestion("1.3", "f", "issue_refund", "key-1", "{}", None, asked=True)
+
+    decision = desk.decide_in_flight(Step(), question)  # type: ignore[arg-type]
+
+    assert decision == InFlightDecision("It happened", "done", "alice") and went_on == ["x"]
 
 
 def test_where_the_trigger_cannot_read_answers_the_task_waits_in_awaiting_input_or_fails_naming_why(monkeypatch):
@@ -604,12 +700,12 @@ def test_where_the_trigger_cannot_read_answers_the_task_waits_in_awaiting_input_
         from airflow.sdk.exceptions import TaskAwaitingInput
 
         with pytest.raises(TaskAwaitingInput) as waiting:
-            resumed_with({"ti": Ti()}, event, "1.3", "f", None, method_name="execute_complete")
+            resumed_with({"ti": Ti()}, event, "1.3", "f", method_name="execute_complete")
         assert waiting.value.method_name == "execute_complete"
         assert waiting.value.kwargs == {"step_key": "1.3", "fingerprint": "f"}
     else:
         with pytest.raises(ApprovalFailed, match=r"dag.test\(\) of Airflow before 3.3 cannot wait for an approval"):
-            resumed_with({"ti": Ti()}, event, "1.3", "f", None, method_name="execute_complete")
+            resumed_with({"ti": Ti()}, event, "1.3", "f", method_name="execute_complete")
 
 
 def test_an_answer_that_names_no_step_is_taken_for_the_request_made_last_and_only_for_it():
@@ -631,3 +727,94 @@ def test_an_answer_that_names_no_step_is_taken_for_the_request_made_last_and_onl
 
     assert result.final_output == "done"
     assert runs == {"wire_money 5": 1}
+
+
+@pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """How long each wait of the approvals' Airflow half slept (it does not sleep here)."""
+    import airflow.providers.common.ai.durable.airflow.approvals as approvals
+
+    slept: list[float] = []
+    monkeypatch.setattr(approvals.time, "sleep", slept.append)
+    return slept
+
+
+def test_a_task_that_made_a_request_holds_its_worker_before_it_defers_where_an_answer_resumes_it_at_once(
+    requests_made, sleeps, monkeypatch
+):
+    """
+    Airflow 3.3 resumes a deferred task the moment a person answers, and fails the try if that
+    comes before the executor reported the end of the workload that deferred (its defer race): a
+    task holds its worker for approval_wait_in_worker after its request appears, so that a quick
+    answer lands while it still runs and only the trigger hands it back, approval_resume_delay
+    after the deferral. A try that finds the request made by an earlier try does not hold.
+    """
+    from airflow.sdk.timezone import utcnow
+
+    import airflow.providers.common.ai.durable.airflow.approvals as approvals
+
+    monkeypatch.setattr(approvals, "_resumes_at_an_answer", lambda: True)
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__APPROVAL_WAIT_IN_WORKER", "12.5")
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__APPROVAL_RESUME_DELAY", "40")
+    task = ApprovalTask()
+    task.resume(Payer(Counter(), [[PAY]]), waits=False)
+    before = utcnow()
+
+    deferred = wait(task, Ti())
+
+    assert len(requests_made) == 1 and task.entries()["1.3"]["result"] == ASKED
+    assert sleeps == [12.5]
+    assert before + timedelta(seconds=40) <= deferred.trigger.not_before <= utcnow() + timedelta(seconds=40)
+    assert deferred.kwargs["not_before"] == deferred.trigger.not_before
+
+    task.resume(Payer(Counter(), []), waits=False)  # a retry: the scheduler failed the try that resumed
+    wait(task, Ti())
+
+    assert len(requests_made) == 1 and sleeps == [12.5]
+
+
+def test_no_worker_is_held_where_only_the_trigger_resumes_the_task_or_the_hold_is_off(
+    requests_made, sleeps, monkeypatch
+):
+    import airflow.providers.common.ai._airflow_private as airflow_private
+    import airflow.providers.common.ai.durable.airflow.approvals as approvals
+
+    task = ApprovalTask()
+    task.resume(Payer(Counter(), [[PAY]]), waits=False)
+    wait(task, Ti())  # outside a worker an executor started: dag.test(), or this test
+    assert sleeps == []
+
+    monkeypatch.setattr(airflow_private, "is_run_by_an_executor", lambda: True)
+    assert approvals._resumes_at_an_answer() is AIRFLOW_V_3_3_PLUS  # before 3.3 only the trigger resumes it
+
+    monkeypatch.setattr(approvals, "_resumes_at_an_answer", lambda: True)
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__APPROVAL_WAIT_IN_WORKER", "0")
+    task.resume(Payer(Counter(), [[PAY]]), waits=False)
+    task.storage.entries.clear()
+    task.resume(Payer(Counter(), [[PAY]]), waits=False)
+    wait(task, Ti())
+    assert sleeps == []
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf", "86401", "1e400"])
+@pytest.mark.parametrize("option", ["approval_wait_in_worker", "approval_resume_delay"])
+def test_an_approval_timing_option_that_is_not_a_number_of_seconds_fails_the_task_for_good_naming_it(
+    option, value, monkeypatch
+):
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow.providers.common.ai.durable.airflow.approvals import approval_timing
+
+    monkeypatch.setenv(f"AIRFLOW__COMMON_AI__{option.upper()}", value)
+
+    with pytest.raises(AirflowFailException, match=rf"\[common.ai\] {option} must be a number of seconds"):
+        approval_timing()
+
+
+def test_the_approval_timing_options_default_to_a_hold_of_20_s_and_a_resume_delay_of_15_s(monkeypatch):
+    from airflow.providers.common.ai.durable.airflow.approvals import approval_timing
+
+    assert approval_timing() == (timedelta(seconds=20), timedelta(seconds=15))
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__APPROVAL_WAIT_IN_WORKER", " 0 ")
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__APPROVAL_RESUME_DELAY", "2.5")
+    assert approval_timing() == (timedelta(0), timedelta(seconds=2.5))

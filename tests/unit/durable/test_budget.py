@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from agents import Agent, ModelSettings, Usage, function_tool
@@ -11,23 +12,23 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.host import current_host
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.usage import durable_usage
 from airflow.providers.common.ai.durable.openai_agents import (
     UsageBudget,
     run_durably,
     run_durably_streamed,
     run_durably_sync,
 )
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
-from airflow.providers.common.ai.durable.usage import durable_usage
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
 
 
 def journal_of_try(storage: InMemoryStorage, try_number: int, first_try: int = 1) -> DurableJournal:
-    journal = DurableJournal(storage)
-    journal.try_number, journal.budget_first_try = try_number, first_try
-    return journal
+    return DurableJournal(storage, host=current_host().for_try(try_number, budget_first_try=first_try))
 
 
 def weather_agent(model: ScriptedModel, runs: list[str], **settings) -> Agent:
@@ -205,11 +206,11 @@ def test_a_money_limit_counts_at_the_models_price_and_refuses_a_model_of_unknown
         run_durably_sync(Agent(name="a", model=priced), "second", budget=budget)  # $0.2 spent < $0.3
         with pytest.raises(AirflowFailException, match=r"max_cost_usd=0.3\. Its tries spent \$0.4"):
             run_durably_sync(Agent(name="a", model=priced), "third", budget=budget)
-    with journal_scope(journal_of_try(InMemoryStorage(), 1)):
-        with pytest.raises(
-            AirflowFailException, match=r"price of model 'a-model-no-table-knows' is unknown.*model_prices"
-        ):
-            run_durably_sync(Agent(name="a", model=unpriced), "fourth", budget=budget)
+    with (
+        journal_scope(journal_of_try(InMemoryStorage(), 1)),
+        pytest.raises(AirflowFailException, match=r"price of model 'a-model-no-table-knows' is unknown.*model_prices"),
+    ):
+        run_durably_sync(Agent(name="a", model=unpriced), "fourth", budget=budget)
     assert (len(priced.calls), len(unpriced.calls)) == (2, 0)
 
 
@@ -234,6 +235,9 @@ def test_the_clean_up_after_success_deletes_what_the_budget_spent():
         ({"max_requests": 2.5}, "whole number"),
         ({"max_output_tokens": True}, "whole number"),
         ({"max_cost_usd": "1"}, "must be a number"),
+        ({"max_cost_usd": 10**400}, r"max_cost_usd\) is larger than an amount can be counted"),
+        ({"max_total_tokens": 10**400}, r"max_total_tokens\) is larger than"),
+        ({"max_cost_usd": float("inf")}, r"max_cost_usd\) is larger than"),
     ],
 )
 def test_a_budget_that_limits_nothing_or_by_no_positive_number_is_refused(arguments, error):
@@ -264,3 +268,30 @@ def test_a_store_that_cannot_read_what_the_budget_spent_fails_the_try_so_that_a_
     ):
         run_durably_sync(Agent(name="a", model=model), "first", budget=UsageBudget(max_requests=3))
     assert len(model.calls) == 0  # not AirflowFailException: the next try may read it
+
+
+def test_a_successful_try_whose_budget_cannot_be_read_still_deletes_its_journal(caplog):
+    class Unreadable(InMemoryStorage):
+        broken = False
+
+        def read(self, key: str):
+            if key == BUDGET_KEY and self.broken:
+                raise ConnectionError("the API server is gone")
+            return super().read(key)
+
+    storage, budget = Unreadable(), UsageBudget(max_requests=3)
+    model = ScriptedModel([[assistant_message("one")]], default_usage=USAGE)
+    with journal_scope(journal_of_try(storage, 1)):
+        run_durably_sync(Agent(name="a", model=model), "first", budget=budget)
+    storage.broken = True
+
+    # The retry replays the answer, so it never needed what the budget spent, until its summary.
+    retry = journal_of_try(storage, 2)
+    with journal_scope(retry):
+        run_durably_sync(Agent(name="a", model=model), "first", budget=budget)
+    with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable.core"):
+        retry.finish(succeeded=True)
+
+    assert len(model.calls) == 1
+    assert storage.entries == {}
+    assert "budget: what its tries spent cannot be read" in caplog.text

@@ -17,8 +17,8 @@ from agents.testing import ScriptedModel, assistant_message
 from airflow.exceptions import AirflowConfigException
 
 from airflow.providers.common.ai.durable.airflow import task_instance
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
 from airflow.providers.common.ai.durable.airflow.task_instance import storage_for_task
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 
 TI = SimpleNamespace(dag_id="dag", run_id="manual__1", task_id="agent", map_index=-1, try_number=1)

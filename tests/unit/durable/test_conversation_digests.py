@@ -19,10 +19,11 @@ from airflow.providers.common.compat.sdk import mask_secret
 
 from airflow.providers.common.ai.durable.core import divergence
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, model_call_parts, what_changed
-from airflow.providers.common.ai.durable.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 KEY = "o0n0kq3Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zU="
 
@@ -154,7 +155,7 @@ def edit_the_tool_call(data: HandoffInputData) -> HandoffInputData:
 @pytest.mark.parametrize(
     ("input_filter", "reason"),
     [
-        (remove_all_tools, "the input has 1 items where the recorded call had 5, the first 1 the same"),
+        (remove_all_tools, "the input has 1 item where the recorded call had 5, the first 1 the same"),
         (edit_the_tool_call, "input item 1 differs (counting from 0; the input has 5 items)"),
     ],
     ids=["history-cut", "history-edited"],

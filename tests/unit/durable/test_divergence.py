@@ -13,9 +13,10 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
 from airflow.providers.common.ai.durable.core.divergence import model_call_parts, tool_call_parts, what_changed
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 @function_tool

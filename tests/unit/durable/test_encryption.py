@@ -18,13 +18,13 @@ from airflow.exceptions import AirflowConfigException
 from cryptography.fernet import Fernet
 from durable_backends import FakeTaskStateStore, make_storage
 
-from airflow.providers.common.ai.durable.encryption import (
+from airflow.providers.common.ai.durable.core.encryption import (
     EncryptedStorage,
     UndecryptableTextError,
     decrypt_text,
     encrypt_text,
 )
-from airflow.providers.common.ai.durable.fingerprint import fingerprint, recorded_form
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint, recorded_form
 
 KEY_OLD = Fernet.generate_key().decode()
 KEY_NEW = Fernet.generate_key().decode()
@@ -229,3 +229,54 @@ def test_a_fernet_key_that_is_not_one_is_refused_naming_the_option(fernet_key):
     fernet_key("not-a-fernet-key")
     with pytest.raises(AirflowConfigException, match=r"\[core\] fernet_key is not a list of Fernet keys"):
         EncryptedStorage(make_storage("memory", None))
+
+
+def test_a_budget_written_under_a_replaced_key_fails_its_retries_and_a_clear_starts_a_new_one_naming_what_it_set_aside(
+    fernet_key, caplog
+):
+    from agents.testing import ModelStep
+
+    from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY, BudgetUnreadable
+    from airflow.providers.common.ai.durable.core.host import current_host
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.scope import journal_scope
+    from airflow.providers.common.ai.durable.core.usage import durable_usage
+    from airflow.providers.common.ai.durable.openai_agents import UsageBudget, run_durably_sync
+
+    inner = make_storage("memory", None)
+    budget = UsageBudget(max_requests=5)
+
+    def try_of(number: int, first_try: int, *steps) -> tuple[DurableJournal, ScriptedModel]:
+        journal = DurableJournal(
+            EncryptedStorage(inner), host=current_host().for_try(number, budget_first_try=first_try)
+        )
+        return journal, ScriptedModel(list(steps))
+
+    fernet_key(KEY_OLD)
+    journal, model = try_of(1, 1, ModelStep.raise_error(ConnectionError("down")))
+    with journal_scope(journal), pytest.raises(ConnectionError):
+        run_durably_sync(Agent(name="a", model=model), "Weather?", budget=budget)
+    assert BUDGET_KEY in inner.entries
+
+    fernet_key(KEY_NEW)
+    # A retry of the same budget cannot tell what its tries spent: no request is sent.
+    journal, model = try_of(2, 1, [assistant_message("Sunny.")])
+    with journal_scope(journal), pytest.raises(BudgetUnreadable, match="cannot be decrypted"):
+        run_durably_sync(Agent(name="a", model=model), "Weather?", budget=budget)
+    assert len(model.calls) == 0
+
+    # After a clear, a new budget: the old one is set aside, said so, and replaced.
+    journal, model = try_of(3, 3, ModelStep.raise_error(ConnectionError("down again")))
+    with caplog.at_level(logging.WARNING), journal_scope(journal), pytest.raises(ConnectionError):
+        run_durably_sync(Agent(name="a", model=model), "Weather?", budget=budget)
+    assert len(model.calls) == 1
+    assert "what the tries before try 3 spent" in caplog.text and "set aside" in caplog.text
+    assert "cannot be decrypted" in caplog.text
+
+    # The next try of the new budget reads what try 3 spent.
+    journal, model = try_of(4, 3, [assistant_message("Sunny.")])
+    with journal_scope(journal):
+        run_durably_sync(Agent(name="a", model=model), "Weather?", budget=budget)
+        usage = durable_usage()
+    assert usage is not None and usage.budget is not None
+    assert (usage.budget["first_try"], usage.budget["spent"]) == (3, {"requests": 2})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pydantic
 
 from airflow.providers.common.ai.durable.core import fingerprint as fingerprint_module
-from airflow.providers.common.ai.durable.fingerprint import canonical_json, fingerprint
+from airflow.providers.common.ai.durable.core.fingerprint import canonical_json, fingerprint
 
 REQUEST = {
     "model": "gpt-4o",
@@ -27,10 +27,12 @@ def test_a_fingerprint_does_not_depend_on_dict_order():
 
 
 def test_a_fingerprint_is_the_same_in_every_process_whatever_the_hash_seed(monkeypatch):
-    # The module alone, by its file; the key comes from Airflow's configuration, as in each worker.
+    # The module alone, by its file, under the Airflow host; the key comes from Airflow's
+    # configuration, as in each worker.
     fernet_key = "2Qx1Tj2qMmbnT0Xy0rX3V7n9N2y0aHc8qGkS1Xz1b9Q="
     code = (
         "import importlib.util as u, sys;"
+        "import airflow.providers.common.ai.durable.airflow;"
         f"spec = u.spec_from_file_location('fingerprint', {fingerprint_module.__file__!r});"
         "m = u.module_from_spec(spec); spec.loader.exec_module(m);"
         "print(m.fingerprint({'tools': {'weather', 'search', 'mail', 'calendar', 'sql'}, 'n': (1, 2)}))"
@@ -48,11 +50,7 @@ def test_a_fingerprint_is_the_same_in_every_process_whatever_the_hash_seed(monke
         for seed in ("1", "2", "3")
     }
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", fernet_key)
-    fingerprint_module.fingerprint_key.cache_clear()
-    try:
-        expected = fingerprint({"tools": {"sql", "calendar", "mail", "search", "weather"}, "n": [1, 2]})
-    finally:
-        fingerprint_module.fingerprint_key.cache_clear()
+    expected = fingerprint({"tools": {"sql", "calendar", "mail", "search", "weather"}, "n": [1, 2]})
     assert digests == {expected}
 
 

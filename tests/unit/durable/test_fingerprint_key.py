@@ -5,10 +5,9 @@ from __future__ import annotations
 import hashlib
 import logging
 
-
-from airflow.providers.common.ai.durable.fingerprint import canonical_json, fingerprint, why_fingerprints_differ
-from airflow.providers.common.ai.durable.journal import DurableJournal
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.fingerprint import canonical_json, fingerprint, why_fingerprints_differ
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 KEY_A = "o0n0kq3Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zU="
 KEY_B = "Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zUo0n0kq3="

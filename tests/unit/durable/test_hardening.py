@@ -22,9 +22,10 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from airflow.providers.common.compat.sdk import mask_secret
 from tries import WorkerDied
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 def scripted(*steps) -> ScriptedModel:

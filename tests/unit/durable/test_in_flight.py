@@ -28,14 +28,15 @@ from airflow.providers.common.ai.durable.core.in_flight import (
     InFlightDecision,
     PendingInFlightQuestion,
 )
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import (
     in_flight,
     run_durably,
     run_durably_streamed,
     run_durably_sync,
 )
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
 
 REFUND = function_call("refund", {"order": "A-1", "card": "4111 1111 1111 1111"}, call_id="c1")

@@ -8,14 +8,10 @@ from collections import Counter
 import pytest
 from tries import WorkerDied
 
-from airflow.providers.common.ai.durable.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.journal import (
-    DurableJournal,
-    current_journal,
-    journal_scope,
-    running_step,
-)
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import current_journal, journal_scope, running_step
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 
 class Agentish:

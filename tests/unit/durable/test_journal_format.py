@@ -1,11 +1,12 @@
 """
 The journal's storage format, pinned by journals the code that writes them recorded.
 
-``golden/format_6`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
-scenario of ``golden/scenarios.py``, ``golden/format_5`` to ``golden/format_2`` what the
+``golden/format_7`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
+scenario of ``golden/scenarios.py``, ``golden/format_6`` to ``golden/format_2`` what the
 releases before recorded (format 3 added the part digests that name what changed, format 4 stores
 for a later model call of a run only the digests of the input items it added, format 5 keeps when
-a call in flight started, format 6 a model call's input and output tokens and cost); each is replayed
+a call in flight started, format 6 a model call's input and output tokens and cost, format 7 the policy of a call in
+flight); each is replayed
 here by the next try of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0
 wrote: this release sets it aside.
 """
@@ -24,10 +25,12 @@ from agents.testing import ScriptedModel, function_call
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout
 from golden.scenarios import CHART, FERNET_KEY, INVOICE, LEDGER, SCENARIOS, SCENARIOS_BY_NAME, Try
 
-from airflow.providers.common.ai.durable.fingerprint import fingerprint, fingerprint_key
-from airflow.providers.common.ai.durable.journal import FORMAT_VERSION, DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 GOLDEN = Path(__file__).parent / "golden"
 FORMAT_1 = GOLDEN / "format_1"
@@ -36,8 +39,9 @@ FORMAT_3 = GOLDEN / "format_3"
 FORMAT_4 = GOLDEN / "format_4"
 FORMAT_5 = GOLDEN / "format_5"
 FORMAT_6 = GOLDEN / "format_6"
+FORMAT_7 = GOLDEN / "format_7"
 #: Every format this release replays, each with its golden journals.
-REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6]
+REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6, FORMAT_7]
 RECORDER = GOLDEN / "record.py"
 
 SCENARIO_NAMES = [scenario.name for scenario in SCENARIOS]
@@ -67,9 +71,6 @@ ADDED = {
 def golden_key(monkeypatch):
     """The ``[core] fernet_key`` the golden journals were fingerprinted with."""
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", FERNET_KEY)
-    fingerprint_key.cache_clear()
-    yield
-    fingerprint_key.cache_clear()
 
 
 def golden_entries(directory: Path) -> dict[str, str]:
@@ -175,6 +176,17 @@ def test_format_6_is_format_5_with_the_input_and_output_tokens_of_each_model_cal
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_format_7_is_format_6_with_the_policy_of_each_call_in_flight(name):
+    format_6, format_7 = golden_entries(FORMAT_6 / name), golden_entries(FORMAT_7 / name)
+    assert set(format_6) == set(format_7)
+    for key in set(format_7) - {"0"}:
+        entry_6, entry_7 = json.loads(format_6[key]), json.loads(format_7[key])
+        if entry_7["state"] == "in_flight":
+            assert entry_7["meta"].pop("policy") == "rerun"
+        assert {**entry_7, "format": 6} == entry_6
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
 def test_a_replay_computes_the_fingerprints_the_golden_journal_holds(name, golden, golden_key, caplog):
     entries = golden_entries(golden / name)
     storage = storage_of(entries)
@@ -259,12 +271,8 @@ def test_a_discarded_answer_is_asked_again_once_after_the_calls_before_it_replay
 def test_a_golden_journal_replayed_under_another_fernet_key_runs_live_naming_the_key(monkeypatch, caplog):
     # Pins that the recorded fingerprints are keyed: without the recording's key nothing matches.
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", FERNET_KEY[::-1])
-    fingerprint_key.cache_clear()
-    try:
-        with caplog.at_level(logging.WARNING):
-            attempt = replayed("plain")
-    finally:
-        fingerprint_key.cache_clear()
+    with caplog.at_level(logging.WARNING):
+        attempt = replayed("plain")
     assert attempt.model_calls == {"assistant": 2}
     assert "fingerprinted with another key" in caplog.text
 

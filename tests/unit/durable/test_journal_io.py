@@ -22,11 +22,11 @@ try:
     from airflow.sdk.exceptions import AirflowTaskTerminated
 except ImportError:  # Airflow 2.11
     from airflow.exceptions import AirflowTaskTerminated
+from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
+from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage, UndecryptableTextError
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.journal_io import JournalIO
-from airflow.providers.common.ai.durable.encryption import EncryptedStorage, UndecryptableTextError
-from airflow.providers.common.ai.durable.journal import DurableJournal
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
-from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 IO_THREAD = "durable-journal-io"
 

@@ -58,7 +58,7 @@ def test_positions_order_as_numbers_not_as_text():
 
 def test_an_encrypted_journal_reads_with_the_key_and_a_broken_entry_says_it_cannot_be_read(monkeypatch):
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
-    from airflow.providers.common.ai.durable.encryption import encrypt_text
+    from airflow.providers.common.ai.durable.core.encryption import encrypt_text
 
     entries = {key: encrypt_text(text) for key, text in golden("plain").items()}
     entries["1.4"] = "fernet:garbage"

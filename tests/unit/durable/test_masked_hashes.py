@@ -25,9 +25,9 @@ from durable_backends import FakeTaskStateStore, make_storage
 from tries import Task
 
 from airflow.providers.common.ai.durable.core import masking
-from airflow.providers.common.ai.durable.fingerprint import canonical_json, fingerprint, fingerprint_key
-from airflow.providers.common.ai.durable.journal import DurableJournal
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.fingerprint import canonical_json, fingerprint, fingerprint_key
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 KEY = "o0n0kq3Zk4mFJm0nQ8m2Xv5yq8cGq9m0b1xk3P2m4zU="
 WITH_AND_WITHOUT_A_KEY = pytest.mark.parametrize("key", [KEY, ""], ids=["fernet-key", "no-fernet-key"])

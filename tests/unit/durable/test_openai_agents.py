@@ -28,14 +28,15 @@ from agents.models.multi_provider import MultiProvider
 from agents.testing import ScriptedModel, assistant_message, function_call
 from tries import Task, WorkerDied
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import (
     current_idempotency_key,
     run_durably,
     run_durably_streamed,
     run_durably_sync,
 )
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
 

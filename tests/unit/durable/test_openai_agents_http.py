@@ -8,9 +8,10 @@ import pytest
 from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, function_tool
 from openai import AsyncOpenAI, InternalServerError
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 

@@ -15,7 +15,11 @@ def test_each_step_is_logged_when_it_completes_replayed_or_live(caplog):
     seen_by_the_tool: list[list[str]] = []
 
     def progress() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.getMessage().startswith("Durable: ")]
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name.startswith(LOGGER) and r.getMessage().startswith("Durable: ")
+        ]
 
     @function_tool
     def weather(city: str) -> str:
@@ -50,7 +54,9 @@ def test_a_tool_whose_failure_the_sdk_passed_to_the_model_is_logged_as_failed(ca
     model = ScriptedModel([calls, [assistant_message("No weather today.")]])
     with caplog.at_level(logging.INFO, logger=LOGGER):
         tries.Task().attempt(Agent(name="a", model=model, tools=[weather]))
-    progress = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.getMessage().startswith("Durable: ")]
+    progress = [
+        r.getMessage() for r in caplog.records if r.name.startswith(LOGGER) and r.getMessage().startswith("Durable: ")
+    ]
     assert progress == [
         "Durable: model 'ScriptedModel' at 1.1 ran live",
         "Durable: tool 'weather' at 1.2 ran live and failed, so it runs again next try "

@@ -35,8 +35,8 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 from pydantic import BaseModel
 
-from airflow.providers.common.ai.durable.journal import FORMAT_VERSION
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
 PROMPT = "What is the weather in Paris?"

@@ -26,9 +26,10 @@ from agents import (
 )
 from openai import AsyncOpenAI, InternalServerError
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.testing import FakeOpenAIServer, RecordedRequest, reply
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"

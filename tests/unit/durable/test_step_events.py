@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+
 import pytest
 from agents import Agent, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from tries import WorkerDied
 
 from airflow.providers.common.ai.durable.airflow.summaries import steps_of
-from airflow.providers.common.ai.durable.core import events
+from airflow.providers.common.ai.durable.core.host import current_host, hosting
 from airflow.providers.common.ai.durable.core.in_flight import Happened
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import in_flight, run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 
 @pytest.fixture
-def heard(monkeypatch) -> list:
+def heard() -> Iterator[list]:
     heard: list = []
-    monkeypatch.setattr(events, "listeners", [heard.append])
-    return heard
+    with hosting(dataclasses.replace(current_host(), listeners=(heard.append,))):
+        yield heard
 
 
 def test_each_step_is_heard_once_as_it_ends_also_a_model_request_that_failed(heard):
@@ -53,13 +57,13 @@ def test_each_step_is_heard_once_as_it_ends_also_a_model_request_that_failed(hea
     assert all(e.started <= e.ended for e in heard)
 
 
-def test_a_listener_that_raises_never_disturbs_the_run(monkeypatch):
+def test_a_listener_that_raises_never_disturbs_the_run():
     def broken(event: object) -> None:
         raise RuntimeError("the exporter is down")
 
-    monkeypatch.setattr(events, "listeners", [broken])
+    host = dataclasses.replace(current_host(), listeners=(broken,))
     model = ScriptedModel([[assistant_message("ok")]])
-    with journal_scope(DurableJournal(InMemoryStorage())):
+    with journal_scope(DurableJournal(InMemoryStorage(), host=host)):
         assert run_durably_sync(Agent(name="a", model=model), "Hi").final_output == "ok"
 
 

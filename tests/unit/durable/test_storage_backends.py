@@ -10,10 +10,10 @@ import pytest
 from durable_backends import FakeTaskStateStore, make_storage
 from upath import UPath
 
-from airflow.providers.common.ai.durable.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.journal import DurableJournal
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage, task_instance_folder
-from airflow.providers.common.ai.durable.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage, task_instance_folder
+from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
 
 def record_steps(journal: DurableJournal, n: int, *, live: list[int]) -> list[str]:

@@ -14,7 +14,8 @@ import tries
 from agents import Agent, MaxTurnsExceeded, Runner, RunResultStreaming, SQLiteSession, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.openai_agents import run_durably_streamed
 
 PROMPT = "What is the weather in Paris?"

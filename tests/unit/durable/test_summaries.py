@@ -12,6 +12,7 @@ from cryptography.fernet import Fernet
 from durable_backends import FakeTaskStateStore
 from upath import UPath
 
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
 from airflow.providers.common.ai.durable.airflow.summaries import (
     SUMMARY_KEY_PREFIX,
     ObjectStorageSummaries,
@@ -23,10 +24,12 @@ from airflow.providers.common.ai.durable.airflow.summaries import (
     try_summary,
     write_summary,
 )
-from airflow.providers.common.ai.durable.journal import DurableJournal, JournalStats, journal_scope
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.core.host import current_host
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.stats import JournalStats
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 IDS = {"dag_id": "dag", "run_id": "manual__2026-11-30", "task_id": "agent", "map_index": -1}
 NOW = datetime.datetime(2026, 11, 30, 12, tzinfo=datetime.timezone.utc)
@@ -134,9 +137,9 @@ def test_the_summary_so_far_is_kept_after_each_top_level_run_while_the_try_runs(
         """The weather."""
         return "sunny"
 
-    journal = DurableJournal(InMemoryStorage())
     kept = []
-    journal.after_each_run = lambda: kept.append(dict(journal.stats.ran_live))
+    host = current_host().for_try(1, after_each_run=lambda journal: kept.append(dict(journal.stats.ran_live)))
+    journal = DurableJournal(InMemoryStorage(), host=host)
     model = ScriptedModel([[function_call("weather", {"city": "Oslo"}, call_id="c1")], [assistant_message("ok")]])
     with journal_scope(journal):
         run_durably_sync(Agent(name="a", model=model, tools=[weather]), "Weather?")
@@ -255,7 +258,7 @@ def test_a_summary_lists_each_step_of_its_try_with_what_became_of_it_and_its_tok
 
     assert steps_of(first) == [
         {"key": "1.1", "kind": "model", "name": "gpt-4.1", "outcome": "live", "tokens": 15, "cost_usd": 0.00006},
-        {"key": "1.2", "kind": "tool", "name": "pay", "outcome": "failed"},
+        {"key": "1.2", "kind": "tool", "name": "pay", "outcome": "failed", "reason": "it raised RuntimeError"},
     ]
     # A replayed step with what it had cost when it ran: what the replay saved.
     assert steps_of(second) == [
@@ -315,3 +318,65 @@ def test_a_model_of_unknown_price_reads_as_none_not_as_unreadable():
     [read] = read_summaries({1: json.dumps(stored)}, now=NOW)
     assert read["usage"]["models"]["house-model"]["cost_usd"] is None
     assert read["unreadable"] == []
+
+
+def test_a_tool_call_the_try_was_cut_off_during_is_named_as_such_not_as_ran_live_and_its_step_says_why():
+    journal = DurableJournal(InMemoryStorage())
+    with pytest.raises(KeyboardInterrupt), journal.run() as run:
+        run.claim("model", "gpt-4.1", "asks").record({"answer": "refund"})
+        with run.claim("tool", "refund", "42").running(mark_in_flight=True):
+            raise KeyboardInterrupt
+
+    assert journal.stats.ran_live == {"model": 1}
+    line = journal.stats.summary()
+    assert line.startswith(
+        "Durable: replayed 0, ran live 1 (model 1), cut off during the call (in flight for the next try): "
+        "tool 'refund' at 1.2 (KeyboardInterrupt), could not record 0,"
+    )
+    assert steps_of(journal)[1] == {
+        "key": "1.2",
+        "kind": "tool",
+        "name": "refund",
+        "outcome": "unfinished",
+        "reason": "the try was cut off during the call (KeyboardInterrupt); it stays in flight",
+    }
+
+
+def test_a_model_request_the_budget_refused_says_why_in_its_step_and_the_reason_reads_back():
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow.providers.common.ai.durable.openai_agents import UsageBudget
+
+    model = ScriptedModel([[function_call("lookup", {}, call_id="c1")], [assistant_message("done")]])
+
+    @function_tool
+    def lookup() -> str:
+        """Looks up."""
+        return "found"
+
+    journal = DurableJournal(InMemoryStorage())
+    with journal_scope(journal), pytest.raises(AirflowFailException):
+        run_durably_sync(Agent(name="a", model=model, tools=[lookup]), "hi", budget=UsageBudget(max_requests=1))
+
+    model_step, tool_step, refused_step = steps_of(journal)
+    assert (model_step["outcome"], tool_step["outcome"]) == ("live", "live")
+    assert "reason" not in model_step and "reason" not in tool_step
+    assert (refused_step["key"], refused_step["outcome"]) == ("1.3", "unfinished")
+    assert "the request to model 'ScriptedModel' at 1.3 was not sent" in refused_step["reason"]
+    summary = try_summary(journal.stats, try_number=1, outcome="failed", now=NOW, days=1, steps=steps_of(journal))
+    [read] = read_summaries({1: json.dumps(summary)}, now=NOW)
+    assert read["steps"][2]["reason"] == refused_step["reason"] and read["unreadable"] == []
+
+
+def test_an_approval_with_no_answer_yet_says_it_waits_for_a_person():
+    journal = DurableJournal(InMemoryStorage())
+    with journal.run() as run:
+        run.claim("approval", "refund", "z")
+    assert steps_of(journal)[0]["reason"] == "waits for a person's answer"
+
+
+def test_counts_of_one_read_in_the_singular_in_the_summary_line():
+    stats = JournalStats()
+    stats.tokens_saved, stats.indistinct_runs = 1, 1
+    assert "saved 1 token by replaying" in stats.summary()
+    assert "1 run ran live that asks the same as another run in flight" in stats.summary()

@@ -7,9 +7,9 @@ import pytest
 from airflow.exceptions import AirflowConfigException
 from durable_backends import FakeTaskStateStore
 
+from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
 from airflow.providers.common.ai.durable.airflow.task_instance import storage_for_task
-from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
-from airflow.providers.common.ai.durable.task_state_store import TaskStateStoreStorage
+from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
 
 TI = SimpleNamespace(dag_id="dag", run_id="manual__1", task_id="agent", map_index=-1, try_number=1)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,9 +19,11 @@ from opentelemetry.trace import StatusCode
 from airflow.providers.common.ai.durable.airflow import telemetry
 from airflow.providers.common.ai.durable.airflow.telemetry import DurableTelemetry
 from airflow.providers.common.ai.durable.core import events
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.host import current_host, hosting
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 MODEL = "gpt-4.1-mini"  # priced in the maintained table: 100 in and 20 out cost $0.000072
@@ -58,10 +62,10 @@ def stats() -> RecordingStats:
 
 
 @pytest.fixture
-def listening(monkeypatch, tracer, stats) -> DurableTelemetry:
+def listening(tracer, stats) -> Iterator[DurableTelemetry]:
     listener = DurableTelemetry(tracer, stats)
-    monkeypatch.setattr(events, "listeners", [listener])
-    return listener
+    with hosting(dataclasses.replace(current_host(), listeners=(listener,))):
+        yield listener
 
 
 def run_two_tries(tracer) -> list[Any]:
@@ -262,10 +266,7 @@ def test_the_configuration_is_read_on_the_first_event_only(monkeypatch):
     assert reads == [1]
 
 
-def test_the_binding_installs_the_listener_once():
+def test_the_airflow_host_hears_each_event_once_through_the_telemetry_listener():
     from airflow.providers.common.ai.durable.airflow import binding
 
-    binding.install()
-    binding.install()
-
-    assert events.listeners.count(telemetry.listen) == 1
+    assert binding.AIRFLOW_HOST.listeners == (telemetry.listen,)

@@ -6,10 +6,11 @@ import pytest
 from agents import Agent, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.usage import ModelUsage, TryUsage, durable_usage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
-from airflow.providers.common.ai.durable.usage import ModelUsage, TryUsage, durable_usage
 
 USAGE = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from agents import Agent
 
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage, JournalStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.durable.storage import InMemoryStorage, JournalStorage
 
 
 class WorkerDied(BaseException):

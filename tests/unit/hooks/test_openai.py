@@ -90,9 +90,10 @@ def test_models_given_by_name_through_the_connection_replay_on_a_durable_retry(c
     from agents import Agent, RunConfig, function_tool
     from openai import InternalServerError
 
-    from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.scope import journal_scope
+    from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
     from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-    from airflow.providers.common.ai.durable.storage import InMemoryStorage
     from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
     looked_up = []
@@ -246,3 +247,45 @@ def test_test_connection_to_an_endpoint_that_answers_no_model_list_says_so(conne
         f"{base_url} answered GET /models without a model list, so it is not an OpenAI-compatible endpoint: "
         "check the base URL (most end in /v1)",
     )
+
+
+def test_airflow_lists_the_openai_connection_type_with_this_hook_and_its_form():
+    from airflow.providers_manager import ProvidersManager
+
+    manager = ProvidersManager()
+
+    hook = manager.hooks["openai"]
+    assert (hook.hook_class_name, hook.package_name) == (
+        "airflow.providers.common.ai.hooks.openai.OpenAIAgentsHook",
+        "apache-airflow-providers-common-ai",
+    )
+    assert manager.field_behaviours["openai"]["hidden_fields"] == ["schema", "port", "login"]
+    assert manager.field_behaviours["openai"]["relabeling"] == {"host": "Base URL", "password": "API key"}
+
+
+def test_the_form_the_hook_describes_for_airflow_2_is_the_one_provider_yaml_describes():
+    from airflow.providers.common.ai.get_provider_info import get_provider_info
+
+    [connection_type] = get_provider_info()["connection-types"]
+    behaviour = connection_type["ui-field-behaviour"]
+
+    assert OpenAIAgentsHook.get_ui_field_behaviour() == {
+        "hidden_fields": behaviour["hidden-fields"],
+        "relabeling": behaviour["relabeling"],
+        "placeholders": behaviour["placeholders"],
+    }
+    assert (connection_type["connection-type"], connection_type["hook-name"]) == (
+        OpenAIAgentsHook.conn_type,
+        OpenAIAgentsHook.hook_name,
+    )
+
+
+def test_a_connection_of_type_openai_gets_this_hook_and_its_test(connection):
+    from airflow.models.connection import Connection
+
+    with FakeOpenAIServer(api_key=KEY, models=["gpt-a"]) as server:
+        connection(conn_id="openai_form", password=KEY, host=server.base_url)
+        ok, message = Connection.get_connection_from_secrets("openai_form").test_connection()
+
+    assert (ok, message) == (True, f"{server.base_url} accepted the API key (1 model listed)")
+    assert server.get_paths == ["/v1/models"]

@@ -15,8 +15,9 @@ from pydantic import BaseModel
 
 import airflow
 from airflow.providers.common.ai.durable.airflow.approvals import ApprovalsNotSupported
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
@@ -245,7 +246,7 @@ def test_each_try_logs_how_many_requests_reached_the_model_and_their_tokens():
     op = AgentOperator(task_id="t", prompt="p", agent=Agent(name="writer", model=model))
     with operator_log() as logs:
         run_try(op)
-    assert "Agent 'writer' answered: 1 model requests reached the model in this try, 10 tokens (7 input, 3 output)" in [
+    assert "Agent 'writer' answered: 1 model request reached the model in this try, 10 tokens (7 input, 3 output)" in [
         entry["event"] for entry in logs
     ]
 

@@ -82,9 +82,9 @@ def test_a_cache_path_that_cannot_be_read_is_said_on_the_page_not_a_server_error
 def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_task_instance(monkeypatch, tmp_path):
     from upath import UPath
 
+    from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
     from airflow.providers.common.ai.durable.airflow.summaries import ObjectStorageSummaries, write_summary
-    from airflow.providers.common.ai.durable.journal import DurableJournal
-    from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
     from airflow.providers.common.ai.plugins import journal_page
 
     monkeypatch.setattr("airflow.providers.common.ai.version_compat.AIRFLOW_V_3_3_PLUS", False)
@@ -132,3 +132,12 @@ def test_each_call_found_in_flight_shows_in_its_step_row_and_in_its_tries_row_es
     assert HOSTILE not in page
     assert "<td class=in-flight>verify: &lt;img" in page
     assert "<li>refund at 1.1 (key durable-k, ask): &lt;img" in page
+
+
+@pytest.mark.db
+def test_a_dag_airflow_does_not_know_is_what_the_page_names_as_not_found():
+    from airflow.providers.common.ai.plugins.journal_page import render_not_found, what_is_not_found
+
+    not_found = what_is_not_found("nowhere", "r", "t")
+    assert not_found == "No DAG 'nowhere' is known to Airflow"
+    assert "Not found: No DAG &#x27;nowhere&#x27; is known to Airflow." in render_not_found(not_found)

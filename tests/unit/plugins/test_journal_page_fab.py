@@ -7,6 +7,8 @@ sends away one who may not and one who has not signed in, as 2.11's own views do
 
 from __future__ import annotations
 
+import functools
+import html
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlparse
 
@@ -63,10 +65,36 @@ def app(airflow_db):
     for name, role in (("reader", security.find_role("Viewer")), ("outsider", outsider)):
         if not security.find_user(username=name):
             security.add_user(name, name, "test", f"{name}@example.com", role, password=PASSWORD)
+    _task_instance_support_r_triage()
     return app
 
 
+def _task_instance_support_r_triage() -> None:
+    """The task instance the page is asked for, in the metadata database, as a DAG run leaves it."""
+    import datetime
+
+    from airflow.models.dag import DAG
+    from airflow.operators.empty import EmptyOperator
+    from airflow.utils.state import DagRunState
+    from airflow.utils.types import DagRunType
+
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    with DAG("support", schedule=None, start_date=start) as dag:
+        EmptyOperator(task_id="triage")
+    dag.sync_to_db()
+    if not dag.get_dagrun(run_id="r"):
+        dag.create_dagrun(
+            run_id="r",
+            run_type=DagRunType.MANUAL,
+            state=DagRunState.SUCCESS,
+            execution_date=start,
+            data_interval=(start, start),
+        )
+
+
+@functools.cache
 def signed_in(app, username):
+    """A client signed in as ``username``, once per user: 2.11 allows 5 logins in 40 s."""
     client = app.test_client()
     answer = client.post("/login/", data={"username": username, "password": PASSWORD})
     assert answer.status_code == 302 and "/login" not in answer.headers["Location"]
@@ -78,8 +106,8 @@ def journal(monkeypatch, tmp_path):
     """A journal of task instance support/r/triage, with one recorded tool call, under a cache path."""
     from upath import UPath
 
-    from airflow.providers.common.ai.durable.journal import DurableJournal
-    from airflow.providers.common.ai.durable.object_storage import ObjectStorageStorage
+    from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+    from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
     monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", f"file://{tmp_path}")
     ids = {"dag_id": "support", "run_id": "r", "task_id": "triage", "map_index": -1}
@@ -121,6 +149,26 @@ def test_without_signing_in_the_page_sends_to_the_login_page(app, journal):
     answer = app.test_client().get(PAGE)
     assert answer.status_code == 302 and urlparse(answer.headers["Location"]).path == "/login/"
     assert "lookup_order" not in answer.text
+
+
+@pytest.mark.db
+def test_a_page_of_a_dag_run_or_task_that_does_not_exist_is_404_naming_what_was_not_found(app):
+    asked = [
+        ("nowhere?run_id=r&task_id=triage", "No DAG &#x27;nowhere&#x27; is known to Airflow"),
+        ("support?run_id=nope&task_id=triage", "DAG &#x27;support&#x27; has no run &#x27;nope&#x27;"),
+        (
+            "support?run_id=r&task_id=nobody",
+            "Run &#x27;r&#x27; of DAG &#x27;support&#x27; has no task &#x27;nobody&#x27;",
+        ),
+    ]
+    client = signed_in(app, "reader")
+    for path, not_found in asked:
+        page = client.get(f"/common-ai/journal/{path}")
+        assert (page.status_code, page.mimetype) == (404, "text/html")
+        assert f"Not found: {not_found}." in page.text and "No journal" not in page.text
+        api = client.get(f"/common-ai/api/journal/{path}")
+        assert api.status_code == 404
+        assert api.json == {"detail": f"Not found: {html.unescape(not_found)}"}
 
 
 @pytest.mark.db

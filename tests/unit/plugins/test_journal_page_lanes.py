@@ -6,8 +6,11 @@ and saved in tokens and US dollars, the budget, the UI's colours in both modes a
 from __future__ import annotations
 
 import datetime
+import html
 import json
 import re
+
+import pytest
 
 from airflow.providers.common.ai.durable.airflow.summaries import read_summaries
 from airflow.providers.common.ai.plugins.journal_page import render_page
@@ -152,7 +155,7 @@ def test_each_try_and_all_tries_show_what_they_spent_and_saved_in_tokens_and_dol
     )
     assert lanes[1] == "spent 0 tokens, $0<br>saved 15 tokens, $0.00006"
     spent = re.findall(r"<td class=spent>(.*?)</td>", shown)
-    assert spent[0].startswith("30 tokens, $0.00006 (1 requests)<ul><li>gpt-4.1: 15 tokens, $0.00006</li>")
+    assert spent[0].startswith("30 tokens, $0.00006 (1 request)<ul><li>gpt-4.1: 15 tokens, $0.00006</li>")
     assert "<li>&lt;img src=x onerror=alert(1)&gt;: 15 tokens, price unknown</li>" in spent[0]
     # The row of all tries: spent and saved summed.
     assert spent[2] == "30 tokens, $0.00006"
@@ -194,6 +197,14 @@ def test_times_are_shown_in_the_default_zone_as_the_ui_of_each_airflow_line_writ
     assert '<td class=as-of><time datetime="2026-11-30T12:00:00+00:00"' in shown
     assert 'data-ui="3" data-zone="Asia/Tokyo"' in shown
     assert f'data-zone="{HOSTILE.replace("<", "&lt;").replace(">", "&gt;")}"' in page(TRY_1, zone=HOSTILE)
+
+
+@pytest.mark.parametrize("written", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+@pytest.mark.parametrize("zone", ["UTC", "Pacific/Kiritimati", "Etc/GMT+12"])
+def test_a_time_at_the_calendars_edge_is_shown_as_written_not_a_failed_page(written, zone):
+    assert time_element(written, zone=zone, airflow_2=False) is None
+    shown = page({**TRY_1, "written_at": written}, zone=zone)
+    assert f"<td class=as-of>{written}</td>" in shown
 
 
 def test_the_page_has_the_colours_of_both_modes_of_the_ui_and_a_script_that_follows_the_ui():
@@ -272,3 +283,46 @@ def test_amounts_past_any_float_show_as_unreadable_not_as_a_server_error():
     assert f"spent {10**400} tokens, (cannot be read)" in shown
     assert f"<td class=spent>{10**400 * 2} tokens, $0</td>" in shown  # the total of all tries
     assert "usage.cost_usd, steps[0].cost_usd" in shown  # named as what this release cannot read
+
+
+def test_each_step_without_a_result_says_why_in_its_mark_and_under_its_lane_escaped():
+    refused = "Durable: the request to model 'gpt-4.1' at 1.2 was not sent: it would pass max_requests=1"
+    shown = page(
+        summary(
+            "failed",
+            [
+                step("1.1", "failed", kind="tool", name=HOSTILE) | {"reason": f"it raised {HOSTILE}"},
+                step("1.2", "unfinished") | {"reason": refused},
+                step("1.3", "live", kind="tool", name="pay"),
+            ],
+            usage(tokens=0, cost=0.0),
+        )
+    )
+    failed = f"1.1 tool {HOSTILE}: failed (runs again): it raised {HOSTILE}"
+    unfinished = f"1.2 model gpt-4.1: no result (in flight or waiting): {refused}"
+    titles = [title for *_, title in marks(shown)]
+    assert titles == [html.escape(failed), html.escape(unfinished), "1.3 tool pay: ran live"]
+    reasons = re.findall(r'<ul class=reasons data-try="1"[^>]*>(.*?)</ul>', shown)
+    assert reasons == [
+        f'<li data-key="1.1">{html.escape(failed)}</li><li data-key="1.2">{html.escape(unfinished)}</li>'
+    ]
+    assert HOSTILE not in shown
+
+
+def test_a_try_whose_steps_all_have_results_lists_no_reasons():
+    assert "class=reasons" not in page(TRY_2)
+
+
+def test_counts_of_one_read_in_the_singular():
+    shown = page(
+        summary(
+            "failed",
+            [step("1.1", "live", tokens=1, cost=0.0)],
+            usage(tokens=1, cost=0.0) | {"saved": {"requests": 1, "tokens": 1, "cost_usd": 0.0}},
+            steps_not_listed=1,
+        )
+    )
+    assert "and 1 more step, not listed" in shown
+    assert re.findall(r"<td class=spent>(.*?)</td>", shown) == ["1 token, $0 (1 request)"]
+    assert re.findall(r"<td class=saved>(.*?)</td>", shown) == ["1 token, $0 (1 request replayed)"]
+    assert "spent 1 token, $0<br>saved 1 token, $0" in shown

@@ -18,7 +18,7 @@ from pathlib import Path
 from agents import Agent, RunConfig, function_tool
 from airflow.providers.common.compat.sdk import dag, get_current_context, task
 
-from airflow.providers.common.ai.durable.journal import current_journal
+from airflow.providers.common.ai.durable.core.scope import current_journal
 from airflow.providers.common.ai.durable.openai_agents import current_idempotency_key, run_durably_sync
 from airflow.providers.common.ai.hooks.openai import OpenAIAgentsHook
 

@@ -47,10 +47,7 @@ def recording() -> dict[str, dict[str, str]]:
     """Each scenario's golden files: file name to text, by scenario name."""
     from scenarios import FERNET_KEY, SCENARIOS, golden_files, recorded
 
-    from airflow.providers.common.ai.durable.fingerprint import fingerprint_key
-
     os.environ["AIRFLOW__CORE__FERNET_KEY"] = FERNET_KEY
-    fingerprint_key.cache_clear()
     return {scenario.name: dict(golden_files(recorded(scenario))) for scenario in SCENARIOS}
 
 
@@ -73,7 +70,7 @@ def write(files: dict[str, dict[str, str]], directory: Path) -> None:
 
 def main(argv: list[str]) -> int:
     _quiet_airflow_home()
-    from airflow.providers.common.ai.durable.journal import FORMAT_VERSION
+    from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
 
     files = recording()
     if len(argv) > 1:

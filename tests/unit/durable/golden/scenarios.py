@@ -34,13 +34,14 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
 from airflow.providers.common.ai.durable.core import steps
-from airflow.providers.common.ai.durable.journal import DurableJournal, journal_scope
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import (
     current_idempotency_key,
     run_durably,
     run_durably_sync,
 )
-from airflow.providers.common.ai.durable.storage import InMemoryStorage
 
 #: The ``[core] fernet_key`` every recording and replay runs with, so fingerprints are the same
 #: bytes on every recording (a real Fernet key: 32 bytes, URL-safe base64).

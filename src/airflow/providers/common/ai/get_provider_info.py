@@ -38,6 +38,21 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow.providers.common.ai.hooks.openai"],
             }
         ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow.providers.common.ai.hooks.openai.OpenAIAgentsHook",
+                "connection-type": "openai",
+                "hook-name": "OpenAI",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port", "login"],
+                    "relabeling": {"host": "Base URL", "password": "API key"},
+                    "placeholders": {
+                        "host": "empty for api.openai.com, else an OpenAI-compatible endpoint: http://vllm.internal:8000/v1",
+                        "extra": '{"use_responses": false, "openai_client_kwargs": {"timeout": 60}}',
+                    },
+                },
+            }
+        ],
         "plugins": [
             {
                 "name": "common_ai_durable",
@@ -87,7 +102,65 @@ def get_provider_info() -> dict[str, Any]:
                         "example": '{"my-llama": {"input": 0.2, "output": 0.6, "cached_input": 0.05}}',
                         "default": "",
                     },
+                    "approval_wait_in_worker": {
+                        "description": (
+                            "Seconds a durable task that has just made an approval request keeps its worker before\n"
+                            "it defers, on Airflow 3.3+, so that an answer given meanwhile is handed back by the\n"
+                            "approval trigger instead of meeting Airflow's race between a deferral and a resume\n"
+                            "that follows it within seconds. 0 defers at once. Unused before 3.3 and in dag.test().\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "60",
+                        "default": "20",
+                    },
+                    "approval_resume_delay": {
+                        "description": (
+                            "Seconds from a durable task's deferral for an answer to the earliest moment its\n"
+                            "approval trigger hands the answer back, and a resumed try acts on it: longer than a\n"
+                            "busy worker takes to end and be reported to the scheduler.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "30",
+                        "default": "15",
+                    },
+                    "keep_journals": {
+                        "description": (
+                            "Whether the journal of a durable task instance that succeeded is kept (archived, as\n"
+                            "stored: encrypted where the journal is) instead of only deleted, when its runs do not\n"
+                            "say (keep_journal= of AgentOperator, run_durably and run_durably_sync). A kept journal\n"
+                            "can be exported (airflow common-ai journal export), replayed offline in a test and\n"
+                            "forked into a task instance.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "True",
+                        "default": "False",
+                    },
+                    "kept_journal_path": {
+                        "description": (
+                            "Where kept journals go: an ObjectStorage URI (file:///..., s3://CONN_ID@bucket/path).\n"
+                            "Empty: beside the journal, as a key of the task state store on Airflow 3.3+, else under\n"
+                            "durable_cache_path.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://aws_default@my-bucket/kept-journals",
+                        "default": "",
+                    },
+                    "kept_journal_retention_days": {
+                        "description": (
+                            "How many days a kept journal stays: the task state store drops it then; one kept as an\n"
+                            "object is ignored then and deleted by airflow common-ai journal clean-up.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "90",
+                        "default": "30",
+                    },
                 },
             }
         },
+        "cli": ["airflow.providers.common.ai.cli.journal.get_cli_commands"],
     }

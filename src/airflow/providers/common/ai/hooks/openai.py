@@ -1,8 +1,8 @@
 """
 The OpenAI Agents SDK model provider of an Airflow ``openai`` connection.
 
-The connection type is the one ``apache-airflow-providers-openai`` registers (install it for the
-connection form in the UI; this hook only reads the connection and works without it):
+This provider registers the ``openai`` connection type (its form in the UI and its Test button),
+the type ``apache-airflow-providers-openai`` also registers, with the same fields:
 
 * **password**: the API key;
 * **host**: the base URL of an OpenAI-compatible endpoint (a proxy, Azure, vLLM, Ollama, ...),
@@ -44,6 +44,16 @@ class OpenAIAgentsHook(BaseHook):
     default_conn_name = "openai_default"
     conn_type = "openai"
     hook_name = "OpenAI"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The connection form on Airflow before 3.2, which asks the hook; later lines read provider.yaml."""
+        behaviour = _connection_type()["ui-field-behaviour"]
+        return {
+            "hidden_fields": list(behaviour["hidden-fields"]),
+            "relabeling": dict(behaviour["relabeling"]),
+            "placeholders": dict(behaviour["placeholders"]),
+        }
 
     def __init__(self, openai_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -116,10 +126,19 @@ class OpenAIAgentsHook(BaseHook):
                 f"{base_url} answered GET /models without a model list, so it is not an OpenAI-compatible "
                 "endpoint: check the base URL (most end in /v1)"
             )
-        return True, f"{base_url} accepted the API key ({len(models)} models listed)"
+        listed = f"{len(models)} model" if len(models) == 1 else f"{len(models)} models"
+        return True, f"{base_url} accepted the API key ({listed} listed)"
 
 
 TEST_TIMEOUT_SECONDS = 10.0
+
+
+def _connection_type() -> dict[str, Any]:
+    """What provider.yaml says of the ``openai`` connection type, the one place the form is described."""
+    from airflow.providers.common.ai.get_provider_info import get_provider_info
+
+    [connection_type] = get_provider_info()["connection-types"]
+    return connection_type
 
 
 def _cause(error: BaseException) -> str:

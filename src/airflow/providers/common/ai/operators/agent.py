@@ -20,6 +20,8 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
 from airflow.providers.common.compat.sdk import BaseOperator
 from pydantic_core import to_jsonable_python
 
+from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST
+from airflow.providers.common.ai.durable.core import plural
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.usage import USAGE_XCOM_KEY, TryUsage
 from airflow.providers.common.ai.durable.openai_agents._budget import usage_of
@@ -73,6 +75,8 @@ class AgentOperator(BaseOperator):
         on requests, tokens and cost in US dollars over all tries of the task instance (needs
         ``durable=True``). Replayed calls cost nothing; a live request that would pass a limit
         is not sent and the task fails without retry, naming the limit and what each try spent.
+    :param keep_journal: keep the journal when the task instance succeeds (archived, to export,
+        replay in a test or fork; docs/fixtures.rst), or not, over ``[common.ai] keep_journals``.
 
     With ``durable=True``, a tool call that needs approval (``needs_approval``), or a call found in
     flight on a retry whose tool's policy is ``in_flight("ask")``, creates an
@@ -105,6 +109,7 @@ class AgentOperator(BaseOperator):
         defaults: str | list[str] | None = None,
         notifiers: Sequence[BaseNotifier] | BaseNotifier | None = None,
         budget: UsageBudget | None = None,
+        keep_journal: bool | None = None,
         **kwargs: Any,
     ) -> None:
         from airflow.providers.common.ai.durable.airflow.approvals import check_approvals_supported, check_defaults
@@ -142,6 +147,13 @@ class AgentOperator(BaseOperator):
                 f"AgentOperator {self.task_id!r}: a budget counts what every try spent, which the journal keeps: "
                 "set durable=True"
             )
+        if keep_journal and not durable:
+            raise ValueError(
+                f"AgentOperator {self.task_id!r}: keep_journal keeps the journal, which needs durable=True"
+            )
+        self.keep_journal = keep_journal
+        # Each answer is priced: a malformed [common.ai] model_prices is refused now, not once a request is paid.
+        AIRFLOW_HOST.price_overrides()
         self.budget = budget
         self.prompt = prompt
         self.agent = agent
@@ -174,8 +186,10 @@ class AgentOperator(BaseOperator):
             check_approvals_supported(self.task_id, " and ".join(asked))
         if isinstance(agent, Agent) and (needing := _tools_needing_approval(agent)):
             check_approvals_supported(self.task_id, f"needs_approval of {', '.join(needing)}")
-        # The answer this execution resumed with (execute_complete), for the approval it was asked for.
+        # The answer this execution resumed with (execute_complete), for the approval it was asked
+        # for, and the moment the try may act on it.
         self._answer: Answer | None = None
+        self._not_before: datetime.datetime | None = None
 
     def execute_complete(
         self,
@@ -188,19 +202,22 @@ class AgentOperator(BaseOperator):
         """Resume after a person answered an approval request (or its timeout passed): run again, replaying."""
         from airflow.providers.common.ai.durable.airflow.approvals import resumed_with
 
-        self._answer = resumed_with(context, event, step_key, fingerprint, not_before, method_name="execute_complete")
+        self._answer = resumed_with(context, event, step_key, fingerprint, method_name="execute_complete")
+        self._not_before = not_before
         # execute, not the run alone: @task.agent writes the prompt there.
         return self.execute(context)
 
     def execute(self, context: Context) -> Any:
         _check_prompt(self.prompt, self.task_id, when_rendered=True)
         if self.durable:
+            from airflow.providers.common.ai.durable.airflow.approvals import approval_timing
             from airflow.providers.common.ai.durable.core.scope import current_journal
             from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
             # Binds the task instance's journal now: a missing durable_cache_path fails the task
-            # before the agent is built or any model is called.
-            current_journal()
+            # before the agent is built or any model is called; so does a malformed approval option.
+            current_journal(AIRFLOW_HOST)
+            approval_timing()
             if not self.retries:
                 self.log.warning(
                     "Durable: durable=True with retries=0 records calls that only a retry, or a clear "
@@ -215,9 +232,19 @@ class AgentOperator(BaseOperator):
         try:
             agent = self._get_agent()
             if self.durable:
+                from airflow.providers.common.ai.durable.airflow.approvals import going_on_at
+
+                going_on = going_on_at(self._not_before)
                 # AwaitingAnswer: a call found in flight whose tool's policy is "ask" (desk.pending).
-                with answering_approvals(self._answer) as desk, contextlib.suppress(AwaitingAnswer):
-                    result = run_durably_sync(agent, self.prompt, hooks=counted, budget=self.budget, **run_kwargs)
+                with answering_approvals(self._answer, going_on) as desk, contextlib.suppress(AwaitingAnswer):
+                    result = run_durably_sync(
+                        agent,
+                        self.prompt,
+                        hooks=counted,
+                        budget=self.budget,
+                        keep_journal=self.keep_journal,
+                        **run_kwargs,
+                    )
             else:
                 result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
         finally:
@@ -253,7 +280,7 @@ class AgentOperator(BaseOperator):
 
         # A durable run in a task has a journal, which also knows what replayed; outside a task
         # (or without durable) the run's hooks counted what reached the model.
-        journal = journal_in_use() if self.durable else None
+        journal = journal_in_use(AIRFLOW_HOST) if self.durable else None
         return journal.stats.usage() if journal is not None else counted.usage
 
     def _get_agent(self) -> Agent:
@@ -280,10 +307,10 @@ class AgentOperator(BaseOperator):
 
     def _log_usage(self, result: RunResult, usage: TryUsage) -> None:
         self.log.info(
-            "Agent %r answered: %d model requests reached the model in this try, %d tokens (%d input, %d output)",
+            "Agent %r answered: %s reached the model in this try, %s (%d input, %d output)",
             result.last_agent.name,
-            usage.requests,
-            usage.total_tokens,
+            plural.counted(usage.requests, "model request"),
+            plural.counted(usage.total_tokens, "token"),
             usage.input_tokens,
             usage.output_tokens,
         )

@@ -23,6 +23,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.common.compat.sdk import hookimpl
 
+from airflow.providers.common.ai.durable.airflow.kept_journals import keep_journal
 from airflow.providers.common.ai.durable.airflow.summaries import FAILED, SUCCESS, write_summary
 from airflow.providers.common.ai.durable.airflow.task_instance import (
     journal_left_by_earlier_tries,
@@ -103,6 +104,7 @@ def _finish(task_instance: Any, *, succeeded: bool) -> None:
             if succeeded and (task_instance.try_number > 1 or _resumed(task_instance)):
                 left = journal_left_by_earlier_tries(task_instance)
                 if left is not None:
+                    _keep_if_asked(left, task_instance)
                     left.delete()
             return
         journal.settle()
@@ -110,9 +112,19 @@ def _finish(task_instance: Any, *, succeeded: bool) -> None:
             # Before the journal is deleted: the summary is what the journal page shows after success.
             outcome = SUCCESS if succeeded else FAILED
             write_summary(summaries, journal, try_number=task_instance.try_number, outcome=outcome)
+        if succeeded:
+            _keep_if_asked(journal, task_instance)
         journal.finish(succeeded=succeeded)
     except Exception:
         log.exception("Durable: could not delete the journal; it is left for the clean-up described in the docs")
+
+
+def _keep_if_asked(journal: Any, task_instance: Any) -> None:
+    # A copy that could not be kept never keeps the journal from its clean-up: the task succeeded.
+    try:
+        keep_journal(journal, task_instance)
+    except Exception:
+        log.exception("Durable: could not keep the journal of this successful task instance; it is deleted")
 
 
 @hookimpl

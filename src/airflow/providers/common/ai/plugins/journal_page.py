@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import html
-import json
 from typing import Any
 
 from airflow.providers.common.ai.durable.airflow.summaries import (
@@ -28,8 +27,17 @@ from airflow.providers.common.ai.durable.airflow.summaries import (
     try_number_of,
 )
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.core.journal_file import forked_from_of
 from airflow.providers.common.ai.durable.core.journal_view import as_json, journal_view
 from airflow.providers.common.ai.durable.core.masking import masked_text
+from airflow.providers.common.ai.durable.core.plural import counted
+from airflow.providers.common.ai.plugins.journal_page_actions import (
+    action_urls,
+    download,
+    fork,
+    render_actions,
+    step_keys,
+)
 from airflow.providers.common.ai.plugins.journal_page_lanes import STYLE as LANES_STYLE
 from airflow.providers.common.ai.plugins.journal_page_lanes import budget, lanes, tokens_and_cost, totals
 from airflow.providers.common.ai.plugins.journal_page_look import head, time_element
@@ -49,36 +57,19 @@ def _map_index(value: str) -> int:
 _Stored = tuple[dict[str, str], dict[int, str]]
 
 
-def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: int, now: datetime.datetime) -> _Stored:
-    from airflow.models.task_state_store import TaskStateStoreModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
+def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: int) -> _Stored:
+    from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId, task_state_texts
 
     entries: dict[str, str] = {}
     summaries: dict[int, str] = {}
-    with create_session() as session:
-        rows = session.execute(
-            select(TaskStateStoreModel.key, TaskStateStoreModel.value, TaskStateStoreModel.expires_at).where(
-                TaskStateStoreModel.dag_id == dag_id,
-                TaskStateStoreModel.run_id == run_id,
-                TaskStateStoreModel.task_id == task_id,
-                TaskStateStoreModel.map_index == map_index,
-            )
-        ).all()
-    for key, value, expires_at in rows:
-        if expires_at is not None and expires_at <= now:
-            continue
-        try:
-            text = json.loads(value)
-        except (ValueError, RecursionError):
-            text = None
+    # A value that is no text reads as "": an entry (or summary) that cannot be read.
+    for key, text in task_state_texts(TaskInstanceId(dag_id, run_id, task_id, map_index), "").items():
         if key.startswith(KEY_PREFIX):
-            # A value that is no text shows as an entry that cannot be read.
-            entries[key.removeprefix(KEY_PREFIX)] = text if isinstance(text, str) else ""
+            entries[key.removeprefix(KEY_PREFIX)] = text
         elif key.startswith(SUMMARY_KEY_PREFIX):
             number = try_number_of(key.removeprefix(SUMMARY_KEY_PREFIX))
             if number is not None:
-                summaries[number] = text if isinstance(text, str) else ""
+                summaries[number] = text
     return entries, summaries
 
 
@@ -104,6 +95,41 @@ def _from_cache_path(dag_id: str, run_id: str, task_id: str, map_index: int) -> 
     return entries, summaries.read_all()
 
 
+def what_is_not_found(dag_id: str, run_id: str, task_id: str) -> str | None:
+    """
+    What of the task instance a page is asked for Airflow does not know (the DAG, its run, the
+    task in that run), for a 404; ``None`` when it knows them, or when the database cannot say.
+    """
+    from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    try:
+        with create_session() as session:
+            if session.scalar(select(DagModel.dag_id).where(DagModel.dag_id == dag_id)) is None:
+                return f"No DAG {dag_id!r} is known to Airflow"
+            if session.scalar(select(DagRun.id).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)) is None:
+                return f"DAG {dag_id!r} has no run {run_id!r}"
+            found = select(TaskInstance.task_id).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id
+            )
+            if session.scalar(found.limit(1)) is None:
+                return f"Run {run_id!r} of DAG {dag_id!r} has no task {task_id!r}"
+    except Exception:
+        return None  # the page itself says what it can read
+    return None
+
+
+def render_not_found(what: str, *, zone: str = "UTC", airflow_2: bool = False) -> str:
+    """The page of a 404: what was not found, escaped."""
+    return (
+        f"{head('Agent journal', zone=zone, airflow_2=airflow_2, style=_STYLE)}"
+        f"<body><h2>Agent journal</h2><p class=problem id=not-found>Not found: {_e(what)}.</p></body></html>"
+    )
+
+
 def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
     """What the page shows for a task instance, as JSON: its journal now, and its tries' summaries."""
     from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
@@ -112,13 +138,14 @@ def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[s
     problem = None
     try:
         if AIRFLOW_V_3_3_PLUS:
-            entries, summaries = _from_task_state_store(dag_id, run_id, task_id, map_index, now)
+            entries, summaries = _from_task_state_store(dag_id, run_id, task_id, map_index)
         else:
             entries, summaries = _from_cache_path(dag_id, run_id, task_id, map_index)
     except Exception as error:
         # A store that cannot be reached is the page's news, not a server error.
         entries, summaries = {}, {}
         problem = f"the journal's store could not be read: {type(error).__name__}: {masked_text(str(error))[:300]}"
+    kept, forked_from, kept_keys = _kept_and_origin(dag_id, run_id, task_id, map_index, entries, problem)
     return {
         "dag_id": dag_id,
         "run_id": run_id,
@@ -127,7 +154,37 @@ def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[s
         "problem": problem,
         "journal": as_json(journal_view(entries)),
         "tries": read_summaries(summaries, now=now),
+        # What the page's actions work on: the working journal, else the one kept after success.
+        "kept": kept,
+        "forked_from": forked_from,
+        "fork_steps": step_keys(entries) or kept_keys,
     }
+
+
+def _kept_and_origin(
+    dag_id: str, run_id: str, task_id: str, map_index: int, entries: dict[str, str], problem: str | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+    """
+    The journal kept after success (when the working one holds no step), the run a fork of the
+    journal shown came from, and the kept journal's step keys.
+    """
+    from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId
+    from airflow.providers.common.ai.durable.airflow.kept_journals import kept_journal
+
+    if problem is not None or step_keys(entries):
+        return None, forked_from_of(entries), []
+    try:
+        found = kept_journal(TaskInstanceId(dag_id, run_id, task_id, map_index))
+    except Exception:
+        return None, None, []  # the page shows the working journal's news; the export names the problem
+    if found is None:
+        return None, None, []
+    kept = {
+        "kept_at": found.get("kept_at"),
+        "kept_until": found.get("kept_until"),
+        "journal": as_json(journal_view(found["entries"])),
+    }
+    return kept, forked_from_of(found["entries"]), step_keys(found["entries"])
 
 
 # The page: plain HTML, every value escaped.
@@ -188,8 +245,13 @@ def _spent(usage: dict[str, Any]) -> str:
             )
             + "</ul>"
         )
-    requests = _cell(usage.get("requests"))
-    return f"{tokens_and_cost(usage.get('total_tokens'), usage.get('cost_usd'))} ({requests} requests){each}"
+    return f"{tokens_and_cost(usage.get('total_tokens'), usage.get('cost_usd'))} ({_requests(usage.get('requests'))}){each}"
+
+
+def _requests(number: Any, what: str = "") -> str:
+    """``1 request``, ``2 requests replayed``, escaped; what shows for a number the summary does not hold."""
+    shown = counted(number, "request") if isinstance(number, int) else f"{_UNREADABLE} requests"
+    return _e(f"{shown}{what}")
 
 
 def _try_rows(tries: list[dict[str, Any]], *, zone: str, airflow_2: bool) -> list[str]:
@@ -227,7 +289,7 @@ def _try_rows(tries: list[dict[str, Any]], *, zone: str, airflow_2: bool) -> lis
             f"<td class=not-recorded>{_e(_counts(usage.get('not_recorded')))}<ul>{not_recorded}</ul></td>"
             f"<td class=spent>{_spent(usage)}</td>"
             f"<td class=saved>{tokens_and_cost(saved.get('tokens'), saved.get('cost_usd'))} "
-            f"({_cell(saved.get('requests'))} requests replayed)</td>"
+            f"({_requests(saved.get('requests'), ' replayed')})</td>"
             f"<td class=divergences><ul>{divergences}</ul></td>"
             f"<td class=approvals><ul>{approvals}</ul></td>"
             f"<td class=in-flight><ul>{in_flight}</ul></td></tr>"
@@ -248,10 +310,19 @@ def _try_rows(tries: list[dict[str, Any]], *, zone: str, airflow_2: bool) -> lis
     return rows
 
 
-def render_page(view: dict[str, Any], *, zone: str = "UTC", airflow_2: bool = False) -> str:
+def render_page(
+    view: dict[str, Any],
+    *,
+    zone: str = "UTC",
+    airflow_2: bool = False,
+    prefix: str = URL_PREFIX,
+    can_edit: bool = False,
+    csrf_token: str | None = None,
+) -> str:
     """
     The journal page of one task instance, as HTML: times in ``zone`` until the page's script
-    shows them in the UI's timezone, and as the UI of Airflow 2.11 writes them with ``airflow_2``.
+    shows them in the UI's timezone, and as the UI of Airflow 2.11 writes them with ``airflow_2``;
+    its download link under ``prefix``, and its fork form for a user who ``can_edit``.
     """
     steps = _step_rows(view["journal"])
     tries = _try_rows(view["tries"], zone=zone, airflow_2=airflow_2)
@@ -274,29 +345,76 @@ def render_page(view: dict[str, Any], *, zone: str = "UTC", airflow_2: bool = Fa
     where = f"{view['dag_id']} / {view['run_id']} / {view['task_id']}" + (
         f" [{view['map_index']}]" if view["map_index"] >= 0 else ""
     )
+    urls = action_urls(prefix, view["dag_id"], view["run_id"], view["task_id"], view["map_index"])
+    actions = render_actions(view, urls=urls, can_edit=can_edit, csrf_token=csrf_token)
+    kept = view.get("kept")
+    if kept:
+        journal += (
+            f"<h3>Journal kept after success</h3><table id=kept-journal><tr><th>Key</th><th>Kind</th><th>Name</th>"
+            "<th>State</th><th>Size (bytes)</th><th>Tokens</th><th>Found in flight</th></tr>"
+            f"{''.join(_step_rows(kept['journal']))}</table>"
+        )
     return (
         f"{head('Agent journal', zone=zone, airflow_2=airflow_2, style=_STYLE + LANES_STYLE)}"
-        f"<body><h2>Agent journal of {_e(where)}</h2><h3>Tries</h3>{summaries}"
+        f"<body><h2>Agent journal of {_e(where)}</h2>{actions}<h3>Tries</h3>{summaries}"
         f"<h3>Journal now</h3>{journal}</body></html>"
     )
 
 
 def create_app() -> Any:
     """The FastAPI app of the journal page and its JSON API, each route behind Airflow's DAG access check."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.core_api.security import requires_access_dag
-    from fastapi import Depends, FastAPI
-    from fastapi.responses import HTMLResponse
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
+    from fastapi import Body, Depends, FastAPI, Header
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+    from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId
 
     app = FastAPI(title="Durable agent journal", docs_url=None, redoc_url=None, openapi_url=None)
     can_read = [Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))]
+    # A fork writes the journal and clears the task instance: what "clear" asks of a user in Airflow's UI.
+    can_edit = [Depends(requires_access_dag(method="PUT", access_entity=DagAccessEntity.TASK_INSTANCE))]
+    signed_in, json_body, content_type_header = Depends(get_user), Body(None), Header("")
 
     @app.get("/journal/{dag_id}", response_class=HTMLResponse, dependencies=can_read)
-    def journal_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> str:
-        return render_page(journal_of(dag_id, run_id, task_id, _map_index(map_index)))
+    def journal_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1", user: Any = signed_in) -> Any:
+        if (not_found := what_is_not_found(dag_id, run_id, task_id)) is not None:
+            return HTMLResponse(render_not_found(not_found), status_code=404)
+        editor = get_auth_manager().is_authorized_dag(
+            method="PUT", access_entity=DagAccessEntity.TASK_INSTANCE, details=DagDetails(id=dag_id), user=user
+        )
+        return render_page(journal_of(dag_id, run_id, task_id, _map_index(map_index)), can_edit=editor)
+
+    @app.get("/api/journal/{dag_id}/export", dependencies=can_read)
+    def journal_export(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> Any:
+        if (not_found := what_is_not_found(dag_id, run_id, task_id)) is not None:
+            return JSONResponse({"detail": f"Not found: {not_found}"}, status_code=404)
+        status, text, name = download(TaskInstanceId(dag_id, run_id, task_id, _map_index(map_index)))
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'} if status == 200 else {}
+        return Response(text, status_code=status, media_type="application/json", headers=headers)
+
+    @app.post("/api/journal/{dag_id}/fork", dependencies=can_edit)
+    def journal_fork(
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: str = "-1",
+        content_type: str = content_type_header,
+        body: Any = json_body,
+    ) -> Any:
+        if (not_found := what_is_not_found(dag_id, run_id, task_id)) is not None:
+            return JSONResponse({"detail": f"Not found: {not_found}"}, status_code=404)
+        # Only the page's script sends JSON: a form of another site cannot, with the UI's cookie.
+        if not content_type.startswith("application/json"):
+            return JSONResponse({"detail": 'send the fork as JSON: {"step": N}'}, status_code=415)
+        status, answer = fork(TaskInstanceId(dag_id, run_id, task_id, _map_index(map_index)), body)
+        return JSONResponse(answer, status_code=status)
 
     @app.get("/api/journal/{dag_id}", dependencies=can_read)
-    def journal_api(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> dict[str, Any]:
+    def journal_api(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> Any:
+        if (not_found := what_is_not_found(dag_id, run_id, task_id)) is not None:
+            return JSONResponse({"detail": f"Not found: {not_found}"}, status_code=404)
         return journal_of(dag_id, run_id, task_id, _map_index(map_index))
 
     return app

@@ -21,13 +21,23 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from airflow.auth.managers.models.resource_details import DagAccessEntity  # type: ignore[import-untyped]
+from airflow.auth.managers.models.resource_details import DagAccessEntity, DagDetails  # type: ignore[import-untyped]
 from airflow.providers.common.compat.sdk import BaseOperatorLink
 from airflow.www.auth import has_access_dag  # type: ignore[import-untyped]
 from flask import Response, has_request_context, jsonify, request, url_for  # type: ignore[import-not-found]
 from flask_appbuilder import BaseView, expose  # type: ignore[import-not-found]
+from flask_wtf.csrf import generate_csrf  # type: ignore[import-not-found]
 
-from airflow.providers.common.ai.plugins.journal_page import URL_PREFIX, _map_index, journal_of, render_page
+from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId
+from airflow.providers.common.ai.plugins.journal_page import (
+    URL_PREFIX,
+    _map_index,
+    journal_of,
+    render_not_found,
+    render_page,
+    what_is_not_found,
+)
+from airflow.providers.common.ai.plugins.journal_page_actions import download, fork
 
 #: The link's name: the button's text in the task instance's details, as the 3.x tab's.
 LINK_NAME = "Agent journal"
@@ -58,6 +68,17 @@ def _task_instance_of_request() -> tuple[str, str, int] | Response:
     return run_id, task_id, _map_index(request.args.get("map_index", "-1"))
 
 
+def _may_edit(dag_id: str) -> bool:
+    """Whether the signed-in user may edit the DAG's task instances (clear them): who sees the fork form."""
+    from airflow.www.extensions.init_auth_manager import get_auth_manager  # type: ignore[import-untyped]
+
+    return bool(
+        get_auth_manager().is_authorized_dag(
+            method="PUT", access_entity=DagAccessEntity.TASK_INSTANCE, details=DagDetails(id=dag_id)
+        )
+    )
+
+
 class AgentJournalView(BaseView):
     """The journal page and its JSON API on 2.11's webserver, each route behind 2.11's DAG access check."""
 
@@ -70,8 +91,44 @@ class AgentJournalView(BaseView):
         asked = _task_instance_of_request()
         if isinstance(asked, Response):
             return asked
-        page = render_page(journal_of(dag_id, *asked), zone=default_ui_timezone(), airflow_2=True)
+        if (not_found := what_is_not_found(dag_id, *asked[:2])) is not None:
+            page = render_not_found(not_found, zone=default_ui_timezone(), airflow_2=True)
+            return Response(page, status=404, mimetype="text/html")
+        page = render_page(
+            journal_of(dag_id, *asked),
+            zone=default_ui_timezone(),
+            airflow_2=True,
+            prefix=url_for(f"{AgentJournalView.__name__}.journal_page", dag_id="-").rsplit("/journal/", 1)[0],
+            can_edit=_may_edit(dag_id),
+            csrf_token=generate_csrf(),
+        )
         return Response(page, mimetype="text/html")
+
+    @expose("/api/journal/<string:dag_id>/export")
+    @has_access_dag("GET", DagAccessEntity.TASK_INSTANCE)
+    def journal_export(self, dag_id: str) -> Any:
+        asked = _task_instance_of_request()
+        if isinstance(asked, Response):
+            return asked
+        if (not_found := what_is_not_found(dag_id, *asked[:2])) is not None:
+            return jsonify({"detail": f"Not found: {not_found}"}), 404
+        status, text, name = download(TaskInstanceId(dag_id, *asked))
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'} if status == 200 else {}
+        return Response(text, status=status, mimetype="application/json", headers=headers)
+
+    @expose("/api/journal/<string:dag_id>/fork", methods=["POST"])
+    @has_access_dag("PUT", DagAccessEntity.TASK_INSTANCE)
+    def journal_fork(self, dag_id: str) -> Any:
+        # The webserver's CSRF check (the page's script sends its token) runs before this view.
+        asked = _task_instance_of_request()
+        if isinstance(asked, Response):
+            return asked
+        if (not_found := what_is_not_found(dag_id, *asked[:2])) is not None:
+            return jsonify({"detail": f"Not found: {not_found}"}), 404
+        if not request.is_json:
+            return jsonify({"detail": 'send the fork as JSON: {"step": N}'}), 415
+        status, answer = fork(TaskInstanceId(dag_id, *asked), request.get_json(silent=True))
+        return jsonify(answer), status
 
     @expose("/api/journal/<string:dag_id>")
     @has_access_dag("GET", DagAccessEntity.TASK_INSTANCE)
@@ -79,6 +136,8 @@ class AgentJournalView(BaseView):
         asked = _task_instance_of_request()
         if isinstance(asked, Response):
             return asked
+        if (not_found := what_is_not_found(dag_id, *asked[:2])) is not None:
+            return jsonify({"detail": f"Not found: {not_found}"}), 404
         return jsonify(journal_of(dag_id, *asked))
 
 

@@ -4,7 +4,8 @@ coloured (and shaped) by what became of it, the tokens and US dollars each try s
 replay saved, the totals over the tries, and the task instance's budget (R-58, R-59).
 
 Plain HTML and CSS, no script: each mark has its step's key, kind, name, outcome, tokens and cost
-as its title and as text a screen reader reads. Every value is escaped.
+(and why it has no result, where known) as its title and as text a screen reader reads; under each
+lane, the steps of the try that have no result are listed with the reason. Every value is escaped.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.plural import counted
 from airflow.providers.common.ai.durable.core.prices import format_usd
 
 #: What each outcome of a step is called in the legend and in a mark's text.
@@ -38,6 +40,8 @@ STYLE = """
 .mark.not_recorded { background: var(--not-recorded); clip-path: polygon(50% 0, 100% 100%, 0 100%); }
 .mark.resolved { background: var(--resolved); border-radius: 50% 50% 2px 2px; }
 .mark.unfinished { border: 2px solid var(--unfinished); border-radius: 2px; }
+.reasons { margin: 0; padding: 2px 0 6px calc(31em + 24px); list-style: none; color: var(--muted); border-bottom: 1px solid var(--border); }
+.lane:has(+ .reasons) { border-bottom: none; }
 caption { text-align: left; padding: 3px 0; }
 .legend { display: flex; flex-wrap: wrap; gap: 16px; list-style: none; padding: 0; margin: 6px 0 0; color: var(--muted); }
 .legend .mark { vertical-align: -2px; margin-right: 4px; }
@@ -59,7 +63,8 @@ def money(value: Any, unknown: str = "(cannot be read)") -> str:
 
 def tokens_and_cost(tokens: Any, cost: Any, unknown: str = "(cannot be read)") -> str:
     """``15 tokens, $0.00006``, escaped; ``unknown`` for a cost the summary does not hold."""
-    return f"{_e(tokens if _is_amount(tokens) else '(cannot be read)')} tokens, {_e(money(cost, unknown))}"
+    shown = counted(tokens, "token") if _is_amount(tokens) else "(cannot be read) tokens"
+    return f"{_e(shown)}, {_e(money(cost, unknown))}"
 
 
 def _mark(step: dict[str, Any]) -> str:
@@ -69,6 +74,8 @@ def _mark(step: dict[str, Any]) -> str:
         about += f", {step['tokens']} tokens"
     if step["cost_usd"] is not None:
         about += f", {money(step['cost_usd'])}"
+    if step.get("reason"):
+        about += f": {step['reason']}"
     return f'<li class="mark {outcome}" data-key="{_e(step["key"])}" title="{_e(about)}"><span class=sr>{_e(about)}</span></li>'
 
 
@@ -82,7 +89,7 @@ def _lane(summary: dict[str, Any]) -> str:
     marks = "".join(_mark(step) for step in steps or [])
     more = summary.get("steps_not_listed")
     if more:
-        marks += f"<li class=note>and {_e(more)} more steps, not listed</li>"
+        marks += f"<li class=note>and {_e(counted(more, 'more step'))}, not listed</li>"
     if steps is None:
         marks = "<li class=note>steps not listed: this summary was written by an earlier release</li>"
     outcome = summary["outcome"] or "(cannot be read)"
@@ -92,7 +99,23 @@ def _lane(summary: dict[str, Any]) -> str:
         f"<div class=lane-usage>spent {tokens_and_cost(usage.get('total_tokens'), usage.get('cost_usd'))}"
         f"<br>saved {tokens_and_cost(saved.get('tokens'), saved.get('cost_usd'))}"
         f"{'<br>price unknown: ' + _e(', '.join(usage['unknown_prices'])) if usage.get('unknown_prices') else ''}</div>"
-        f'<ol class=marks aria-label="Steps of try {number}">{marks}</ol></div>'
+        f'<ol class=marks aria-label="Steps of try {number}">{marks}</ol></div>{_reasons(summary)}'
+    )
+
+
+def _reasons(summary: dict[str, Any]) -> str:
+    """The steps of a try that have no result, each with why: a failure, a refusal, a cut-off call."""
+    why = "".join(
+        f'<li data-key="{_e(step["key"])}">{_e(step["key"])} {_e(step["kind"])} {_e(step["name"])}: '
+        f"{_e(OUTCOMES.get(step['outcome'], OUTCOMES['unfinished']))}: {_e(step['reason'])}</li>"
+        for step in summary.get("steps") or []
+        if step.get("reason")
+    )
+    number = _e(summary["try_number"])
+    return (
+        f'<ul class=reasons data-try="{number}" aria-label="Why steps of try {number} have no result">{why}</ul>'
+        if why
+        else ""
     )
 
 

@@ -140,7 +140,8 @@ def head(title: str, *, zone: str, airflow_2: bool, style: str = "") -> str:
 def time_element(text: Any, *, zone: str, airflow_2: bool) -> str | None:
     """
     A moment given as ISO text, as the UI shows times: in ``zone`` (the script puts it in the
-    user's), with the moment in UTC as its title; ``None`` for a text that names no moment.
+    user's), with the moment in UTC as its title; ``None`` for a text that names no moment, or one
+    that UTC or ``zone`` puts outside the calendar (``0001-01-01T00:00:00+14:00``).
     """
     try:
         moment = datetime.datetime.fromisoformat(text) if isinstance(text, str) else None
@@ -150,8 +151,11 @@ def time_element(text: Any, *, zone: str, airflow_2: bool) -> str | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
-    utc = moment.astimezone(datetime.timezone.utc)
-    local = moment.astimezone(zone_info(zone))
+    try:
+        utc = moment.astimezone(datetime.timezone.utc)
+        local = moment.astimezone(zone_info(zone))
+    except OverflowError:
+        return None
     shown = local.strftime("%Y-%m-%d, %H:%M:%S" if airflow_2 else "%Y-%m-%d %H:%M:%S")
     return f'<time datetime="{utc.isoformat()}" title="{utc:%Y-%m-%d %H:%M:%S} UTC">{shown}</time>'
 

@@ -55,10 +55,14 @@ def openai_connection_for_example(
         return
     fail_requests = sorted(fail_requests)
     with FakeOpenAIServer(offline_replies, fail_requests=fail_requests) as server:
+        failing = (
+            f"; it fails request {', '.join(map(str, fail_requests))} with HTTP 500 to show a retry"
+            if fail_requests
+            else ""
+        )
         print(
             f"Example: no OPENAI_API_KEY, so a local OpenAI-compatible endpoint at {server.base_url} plays the "
-            f"model, with scripted answers; it fails request {', '.join(map(str, fail_requests)) or 'none'} "
-            "with HTTP 500 to show a retry."
+            f"model, with scripted answers{failing}."
         )
         with _environ(variable, _offline_connection(server)):
             yield server
@@ -69,7 +73,7 @@ def run_example(dag: Any, conn_id: str, offline_replies: Iterable[Reply], *, fai
     """
     What an example DAG does run as a script: ``dag.test()`` with connection ``conn_id`` made
     usable; with ``--serve PORT`` in ``sys.argv``, only the offline endpoint, on ``PORT``, until
-    interrupted.
+    interrupted. Exits non-zero when the DAG run did not succeed.
     """
     if "--serve" in sys.argv:
         arguments = sys.argv[sys.argv.index("--serve") + 1 :]
@@ -78,7 +82,11 @@ def run_example(dag: Any, conn_id: str, offline_replies: Iterable[Reply], *, fai
         serve_offline(conn_id, offline_replies, port=int(arguments[0]), fail_requests=fail_requests)
         return
     with openai_connection_for_example(conn_id, offline_replies, fail_requests=fail_requests):
-        dag.test()
+        dag_run = dag.test()
+    state = str(getattr(dag_run, "state", None) or "unknown")
+    if not state.endswith("success"):
+        # dag.test() returns the run whatever its state; a demo that failed must not exit 0.
+        sys.exit(f"Example: the DAG run of {dag.dag_id} ended {state.rsplit('.', 1)[-1]}, not success.")
 
 
 def serve_offline(
@@ -117,11 +125,7 @@ def _offline_connection(server: FakeOpenAIServer) -> str:
 
 def _print_statuses(server: FakeOpenAIServer) -> None:
     statuses = ", ".join(f"#{request.number} HTTP {request.status}" for request in server.requests)
-    print(
-        f"Example: the model requests the local endpoint got: {statuses or 'none'}. The 'Durable:' "
-        "line of each try, above, says what it replayed and what it ran live.",
-        flush=True,
-    )
+    print(f"Example: the model requests the local endpoint got: {statuses or 'none'}.", flush=True)
 
 
 @contextlib.contextmanager

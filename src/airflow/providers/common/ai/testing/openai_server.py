@@ -598,7 +598,14 @@ def _response_events(response: dict[str, Any]) -> list[dict[str, Any]]:
                 {"type": "response.function_call_arguments.delta", **at, "delta": piece}
                 for piece in _pieces(item["arguments"])
             ]
-            events.append({"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"]})
+            events.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **at,
+                    "name": item["name"],
+                    "arguments": item["arguments"],
+                }
+            )
         events.append({"type": "response.output_item.done", "output_index": output_index, "item": item})
     events.append({"type": "response.completed", "response": response})
     return [event | {"sequence_number": number} for number, event in enumerate(events)]

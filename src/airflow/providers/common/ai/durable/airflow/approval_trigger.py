@@ -6,7 +6,9 @@ Airflow (3.2, 3.3) fails a task that resumes before the scheduler has heard from
 the workload that deferred it ended: it takes that report for the end of the resumed try ("...
 finished with state success, but the task instance's state attribute is queued"). A worker on a
 busy machine takes seconds to end and be reported, so an answer given before or just after the
-task deferred would fail the try it resumes; waiting ``not_before`` lets the report come first.
+task deferred would fail the try it resumes; waiting ``not_before`` (the deferral and
+``[common.ai] approval_resume_delay``) lets the report come first (apache/airflow #66374, #67287,
+#72716).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from asgiref.sync import sync_to_async
 CANNOT_READ_ANSWERS = "cannot_read_answers"
 
 
-#: The class path the trigger is stored under: its first module, now a facade, so that a trigger
-#: stored before the code moved to ``durable/airflow/`` and one stored now resume alike.
-CLASSPATH = "airflow.providers.common.ai.durable.approval_trigger.ApprovalTrigger"
+#: The class path the trigger is stored under, its own. One stored under its path before the
+#: layout (``durable.approval_trigger``, the alias kept for it) resumes too.
+CLASSPATH = "airflow.providers.common.ai.durable.airflow.approval_trigger.ApprovalTrigger"
 
 
 class ApprovalTrigger(HITLTrigger):

@@ -1,18 +1,22 @@
 """
 Approvals' Airflow half: :func:`wait_for_answer` creates the human-in-the-loop request, records at
 the step that it was asked and defers the task to the triggerer; :func:`resumed_with` reads the
-answer the task resumes with. The approval steps themselves are the journal's
-(``durable/core/approvals.py``).
+answer the task resumes with, and :func:`going_on_at` holds the resumed try until it is safe to
+act on it. The approval steps themselves are the journal's (``durable/core/approvals.py``).
+
+When each of these waits, and why (Airflow's defer race), is in ``docs/approvals.rst``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST
 from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.approvals import (
     APPROVE,
@@ -26,12 +30,15 @@ from airflow.providers.common.ai.durable.core.approvals import (
 if TYPE_CHECKING:
     from airflow.sdk.execution_time.hitl import HITLUser
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.approvals")
+log = logging.getLogger(__name__)
 
-#: The least time from deferring for an answer to resuming with it: longer than a busy worker takes
-#: to end and be reported to the scheduler (see ``approval_trigger.py``).
+#: ``[common.ai] approval_resume_delay``'s default: the least time from deferring for an answer to
+#: acting on it, longer than a busy worker takes to end and be reported to the scheduler (see
+#: ``approval_trigger.py``).
 RESUME_DELAY = timedelta(seconds=15)
+#: ``[common.ai] approval_wait_in_worker``'s default: how long a task that made a request holds its
+#: worker before it defers (Airflow 3.3+), so that a quick answer lands while it still runs.
+WAIT_IN_WORKER = timedelta(seconds=20)
 #: The XCom key of the request a task waits for: what Airflow shows of a task instance's later requests is stale.
 APPROVAL_REQUEST_XCOM_KEY = "approval_request"
 
@@ -62,31 +69,75 @@ def answer_of(event: dict[str, Any], step_key: str | None, fingerprint: str | No
     return Answer(step_key, fingerprint, decision)
 
 
+def approval_timing() -> tuple[timedelta, timedelta]:
+    """
+    ``[common.ai] approval_wait_in_worker`` and ``approval_resume_delay``; refuses anything but a
+    number of seconds from 0 to a day, for good: a retry would meet the same option.
+    """
+    return _seconds("approval_wait_in_worker", WAIT_IN_WORKER), _seconds("approval_resume_delay", RESUME_DELAY)
+
+
+def _seconds(option: str, default: timedelta) -> timedelta:
+    from airflow.configuration import conf
+
+    value = conf.get("common.ai", option, fallback="")
+    text = str(value).strip()
+    if not text:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= 86400:
+        raise AIRFLOW_HOST.failing_error(
+            f"Durable: [common.ai] {option} must be a number of seconds from 0 to 86400, not {value!r}: for "
+            f"example {default.total_seconds():g}; fix it and clear the task (its journal is kept)"
+        )
+    return timedelta(seconds=seconds)
+
+
+def going_on_at(not_before: datetime | None) -> Callable[[], None]:
+    """
+    What a resumed try calls once it has recorded the answer, before it acts on it: waits until
+    ``not_before`` (its deferral and ``approval_resume_delay``). Airflow 3.3 resumes a deferred
+    task the moment a person answers; should the scheduler still fail this try for the workload
+    that deferred it (see ``approval_trigger.py``), it does so while the try waits here, after the
+    answer is in the journal and before the approved call runs: the next try replays the answer.
+    """
+
+    def going_on() -> None:
+        from airflow.sdk.timezone import utcnow
+
+        wait = (not_before - utcnow()).total_seconds() if not_before is not None else 0
+        if wait > 0:
+            log.info(
+                "Durable: the answer came soon after the task deferred and is recorded; going on in %.1f s, once "
+                "the scheduler has heard that the workload that deferred it ended",
+                wait,
+            )
+            time.sleep(wait)
+
+    return going_on
+
+
 def resumed_with(
     context: Any,
     event: dict[str, Any],
     step_key: str | None,
     fingerprint: str | None,
-    not_before: datetime | None = None,
     *,
     method_name: str,
 ) -> Answer:
     """
-    The answer a task resumed with (see :func:`answer_of`), once ``not_before`` (the task's
-    deferral and :data:`RESUME_DELAY`) has passed. A journal this process opened for the try
-    before it waited (``dag.test()`` resumes in the same process) is let go: the resumed run
-    numbers its runs anew, as in a new worker.
-
-    Airflow 3.3 resumes a deferred task at once when a person answers: should the scheduler still
-    fail this try for the workload that deferred it (see ``approval_trigger.py``), it does so
-    while the try waits here, before the approved call runs; the next try takes the answer.
+    The answer a task resumed with (see :func:`answer_of`). A journal this process opened for the
+    try before it waited (``dag.test()`` resumes in the same process) is let go: the resumed run
+    numbers its runs anew, as in a new worker. The try records the answer before it acts on it,
+    and acts no sooner than :func:`going_on_at` says.
 
     Under ``dag.test()``, whose trigger cannot read the answer, the task waits in
     ``awaiting_input`` for it instead (Airflow 3.3; ``dag.test()`` resumes it, and runs no
     executor whose reports could fail it), and ``method_name`` resumes it; before 3.3 it fails.
     """
-    from airflow.sdk.timezone import utcnow
-
     from airflow.providers.common.ai.durable.airflow.approval_trigger import CANNOT_READ_ANSWERS
     from airflow.providers.common.ai.durable.airflow.task_instance import take_journal
 
@@ -101,16 +152,7 @@ def resumed_with(
             ) from None
         log.info("Durable: this process cannot read the answer (dag.test()), so the task waits in awaiting_input")
         raise TaskAwaitingInput(method_name=method_name, kwargs={"step_key": step_key, "fingerprint": fingerprint})
-    answer = answer_of(event, step_key, fingerprint)
-    wait = (not_before - utcnow()).total_seconds() if not_before is not None else 0
-    if wait > 0:
-        log.info(
-            "Durable: the answer came soon after the task deferred; going on in %.1f s, once the scheduler "
-            "has heard that the workload that deferred it ended",
-            wait,
-        )
-        time.sleep(wait)
-    return answer
+    return answer_of(event, step_key, fingerprint)
 
 
 class ApprovalTimedOut(Exception):
@@ -179,8 +221,10 @@ def wait_for_answer(
     the task to :class:`~airflow.providers.common.ai.durable.airflow.approval_trigger.ApprovalTrigger`
     until a person answers, on every Airflow line. The task resumes in
     ``operator.<method_name>(context, event, step_key=..., fingerprint=..., not_before=...)``,
-    which goes on no sooner than :data:`RESUME_DELAY` after the task deferred (see
-    :func:`resumed_with`).
+    which acts on the answer no sooner than ``approval_resume_delay`` after the task deferred (see
+    :func:`going_on_at`). On Airflow 3.3+ a task that made a new request first holds its worker
+    for ``approval_wait_in_worker``: an answer given meanwhile is taken by the trigger, never by
+    Airflow's resume of a task that deferred a moment ago (see ``docs/approvals.rst``).
 
     Each request is also pushed to XCom under ``approval_request`` (subject, body, step): Airflow
     (3.2, 3.3) keeps one request per task instance, across tries, and shows the subject and body
@@ -213,8 +257,11 @@ def wait_for_answer(
             pending.body,
         )
     ti_id = context["task_instance"].id
+    hold, resume_delay = approval_timing()
     if pending.asked:
-        # Creating it again would erase the answer a person may have given it.
+        # Creating it again would erase the answer a person may have given it. No hold: the
+        # request appeared long ago, so an answer is no likelier now than at any other moment.
+        hold = timedelta(0)
         log.info(
             "Durable: waiting for the answer to the request an earlier try made step=%s tools=%s",
             pending.step_key,
@@ -235,8 +282,15 @@ def wait_for_answer(
         log.info("Durable: waiting for a person %s step=%s tools=%s", asking, pending.step_key, tools)
         for notifier in notifiers:
             notifier(context)
+    if hold and _resumes_at_an_answer():
+        log.info(
+            "Durable: holding the worker %.0f s before deferring, so that a quick answer is taken safely "
+            "([common.ai] approval_wait_in_worker)",
+            hold.total_seconds(),
+        )
+        time.sleep(hold.total_seconds())
     now = utcnow()
-    not_before = now + RESUME_DELAY
+    not_before = now + resume_delay
     operator.defer(
         trigger=ApprovalTrigger(
             ti_id=ti_id,
@@ -251,3 +305,15 @@ def wait_for_answer(
         kwargs={**pending.resume_kwargs(), "not_before": not_before},
     )
     raise AssertionError("BaseOperator.defer raises TaskDeferred")
+
+
+def _resumes_at_an_answer() -> bool:
+    """
+    Whether Airflow resumes this task the moment a person answers its request while it is
+    deferred: its REST API does from 3.3 on (before, only the trigger resumes it), in a worker
+    that an executor started (``dag.test()`` runs no executor, so no report of one can fail it).
+    """
+    from airflow.providers.common.ai._airflow_private import is_run_by_an_executor
+    from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+
+    return AIRFLOW_V_3_3_PLUS and is_run_by_an_executor()

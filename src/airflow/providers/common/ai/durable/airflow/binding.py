@@ -1,24 +1,30 @@
 """
-Installs into the journal core what it asks of Airflow: the ``[core] fernet_key`` setting, the
-secrets masker, the journal of the running task instance, the exception that fails a task for
-good, whether this Airflow can ask a person (human-in-the-loop), and the model prices a deployment
-sets (``[common.ai] model_prices``). The provider's ``durable`` package
-installs it on import, so the core behaves the same whichever module is imported first.
+The Airflow host of the journal core (``core/host.py``): what the core asks of Airflow, answered
+by Airflow. The ``[core] fernet_key`` setting, the secrets masker, the exception that fails a
+task for good, whether this Airflow can ask a person (human-in-the-loop), the model prices a
+deployment sets (``[common.ai] model_prices``), the traces and metrics of each step, the journal
+of the running task instance, and the wording of the core's messages that names Airflow's
+settings and the provider's entry points.
+
+:data:`AIRFLOW_HOST` is that host; :func:`host_for_try` is it for one journal's try. Importing
+this module changes nothing in the core: the ``durable.airflow`` package makes it the default of
+the process for code outside any journal (the journal page, an export), and an entry point
+passes it where it looks up the running task's journal.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.airflow import telemetry
-from airflow.providers.common.ai.durable.core import encryption, events, in_flight, masking, prices, scope
+from airflow.providers.common.ai.durable.core import prices
+from airflow.providers.common.ai.durable.core.host import Host, HostWording, use_by_default
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
 
@@ -126,19 +132,46 @@ def _model_price(price: object) -> prices.ModelPrice:
     return prices.ModelPrice(**{name: float(amount) for name, amount in amounts.items()})
 
 
-def install() -> None:
-    """Make the journal core use Airflow's Fernet key, secrets masker, running task instance and failures."""
-    from airflow.exceptions import AirflowConfigException
+def _failing_error() -> type[Exception]:
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    encryption.fernet_key_setting = _fernet_key_setting
-    encryption.invalid_key_error = AirflowConfigException
-    masking.secrets_redactor = _secrets_redactor
-    scope.journal_provider = _journal_of_running_task
-    scope.bound_journal_provider = _bound_journal_of_running_task
-    in_flight.failing_error = AirflowFailException
-    in_flight.asking_unsupported = _asking_unsupported
-    prices.price_overrides = _price_overrides
-    if telemetry.listen not in events.listeners:
-        events.listeners.append(telemetry.listen)
-        telemetry.instrument_agent_sdk()
+    return AirflowFailException
+
+
+def _invalid_key_error() -> type[Exception]:
+    from airflow.exceptions import AirflowConfigException
+
+    return AirflowConfigException
+
+
+#: The core's messages, in the words of Airflow and of this provider's entry points.
+AIRFLOW_WORDING = HostWording(
+    tell_runs_apart="give each its own durable_key (run_durably(..., durable_key=...))",
+    prices_setting="[common.ai] model_prices",
+)
+
+#: What the journal core asks of Airflow.
+AIRFLOW_HOST = Host(
+    fernet_key_setting=_fernet_key_setting,
+    invalid_key_error=_invalid_key_error(),
+    secrets_redactor=_secrets_redactor,
+    failing_error=_failing_error(),
+    asking_unsupported=_asking_unsupported,
+    price_overrides=_price_overrides,
+    listeners=(telemetry.listen,),
+    journal_of_running_task=_journal_of_running_task,
+    bound_journal_of_running_task=_bound_journal_of_running_task,
+    wording=AIRFLOW_WORDING,
+)
+
+
+def use_airflow_host() -> None:
+    """Make :data:`AIRFLOW_HOST` the default host of this process; the ``durable.airflow`` package calls it once."""
+    use_by_default(AIRFLOW_HOST)
+
+
+def host_for_try(
+    try_number: int, *, budget_first_try: int = 1, after_each_run: Callable[[DurableJournal], None] | None = None
+) -> Host:
+    """:data:`AIRFLOW_HOST` for the journal of try ``try_number`` of a task instance."""
+    return AIRFLOW_HOST.for_try(try_number, budget_first_try=budget_first_try, after_each_run=after_each_run)

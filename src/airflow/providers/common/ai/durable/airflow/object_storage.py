@@ -135,6 +135,19 @@ class ObjectStorageStorage(JournalStorage):
                 os.unlink(temporary)
             raise
 
+    def stored_texts(self) -> dict[str, str]:
+        """Every entry of the folder by key, listed rather than named (for a reader outside the try)."""
+        try:
+            paths = self._fs.ls(self._folder, detail=False)
+        except FileNotFoundError:
+            return {}
+        texts = {}
+        for path in paths:
+            name = str(path).rsplit("/", 1)[-1]
+            if name.endswith(".json") and not name.startswith("."):
+                texts[name.removesuffix(".json")] = self._fs.cat_file(path).decode(errors="replace")
+        return texts
+
     def delete_all(self, keys: Iterable[str]) -> None:
         if self._fs.exists(self._folder):
             self._fs.rm(self._folder, recursive=True)

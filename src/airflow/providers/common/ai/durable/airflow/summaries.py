@@ -24,8 +24,7 @@ from airflow.providers.common.ai.durable.core.journal_view import key_order
 from airflow.providers.common.ai.durable.core.masking import masked_text
 from airflow.providers.common.ai.durable.core.stats import JournalStats
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.summaries")
+log = logging.getLogger(__name__)
 
 #: Every summary key in the task state store starts with this (the journal's keys do not).
 SUMMARY_KEY_PREFIX = "airflow.providers.common.ai.durable.summary/"
@@ -88,13 +87,28 @@ def approvals_of(journal: DurableJournal) -> list[dict[str, Any]]:
 #: could not be recorded (idem), it was found in flight and resolved as done without running (R-56),
 #: or it has no result in this try (it was in flight when the try ended, or waits for a person's answer).
 STEP_OUTCOMES = ("replayed", "live", "failed", "not_recorded", "resolved", "unfinished")
+#: Why an approval step has no result in this try, when nothing else is known.
+_WAITING = "waits for a person's answer"
+
+
+def _why_no_result(journal: DurableJournal, step: Any, outcome: str) -> str | None:
+    """Why a step of this try has no recorded result (its failure, a refusal, a cut-off), where known."""
+    from airflow.providers.common.ai.durable.core.approvals import APPROVAL_STEP
+
+    if outcome in ("replayed", "live", "resolved"):
+        return None
+    reason = journal.stats.refusals.get(step.key) or step.no_result
+    if reason is None and outcome == "unfinished" and step.kind == APPROVAL_STEP:
+        return _WAITING
+    return reason
 
 
 def steps_of(journal: DurableJournal) -> list[dict[str, Any]]:
     """
     Each step this try claimed, in the order of their keys (a nested run's steps under the step
     that started it), with what became of it and, where known, its tokens and cost in USD (for a
-    replayed step what it had cost when it ran).
+    replayed step what it had cost when it ran) and why it has no result (it failed, the budget
+    refused it, the try was cut off during it).
     """
     listed = []
     for step in sorted(journal.claimed_steps(), key=lambda step: key_order(step.key)):
@@ -104,17 +118,18 @@ def steps_of(journal: DurableJournal) -> list[dict[str, Any]]:
             used, tokens = step.usage, step.tokens
             outcome = step.outcome if step.outcome in STEP_OUTCOMES else "unfinished"
         cost = used.get("cost_usd")
-        listed.append(
-            {
-                "key": step.key,
-                "kind": masked_text(step.kind),
-                "name": masked_text(step.name)[:_MAX_NAME],
-                "outcome": outcome,
-                # Left out when unknown (a tool call, a price not known), so the page reads no null.
-                **({"tokens": tokens} if isinstance(tokens, int) and not isinstance(tokens, bool) else {}),
-                **({"cost_usd": cost} if isinstance(cost, (int, float)) and not isinstance(cost, bool) else {}),
-            }
-        )
+        reason = _why_no_result(journal, step, outcome)
+        entry: dict[str, Any] = {
+            "key": step.key,
+            "kind": masked_text(step.kind),
+            "name": masked_text(step.name)[:_MAX_NAME],
+            "outcome": outcome,
+            # Left out when unknown (a tool call, a price not known), so the page reads no null.
+            **({"tokens": tokens} if isinstance(tokens, int) and not isinstance(tokens, bool) else {}),
+            **({"cost_usd": cost} if isinstance(cost, (int, float)) and not isinstance(cost, bool) else {}),
+            **({"reason": masked_text(reason)} if reason is not None else {}),
+        }
+        listed.append(entry)
     return listed
 
 
@@ -267,7 +282,17 @@ _SHAPE: dict[Any, Any] = {
     "not_recorded": [_TEXT],
     "approvals": [{"key": _TEXT, "tools": _TEXT, "decision": _TEXT, "replayed": _FLAG}],
     # Summaries written before a release that listed steps have neither: the page says so.
-    "steps": [{"key": _TEXT, "kind": _TEXT, "name": _TEXT, "outcome": _TEXT, "tokens": _COUNT, "cost_usd": _AMOUNT}],
+    "steps": [
+        {
+            "key": _TEXT,
+            "kind": _TEXT,
+            "name": _TEXT,
+            "outcome": _TEXT,
+            "tokens": _COUNT,
+            "cost_usd": _AMOUNT,
+            "reason": _TEXT,
+        }
+    ],
     "steps_not_listed": _COUNT,
     "budget": {"first_try": _COUNT, "limits": _BUDGET_AMOUNTS, "spent": _BUDGET_AMOUNTS, "left": _BUDGET_AMOUNTS},
 }

@@ -7,6 +7,10 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow.exceptions import AirflowConfigException
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST, host_for_try
 from airflow.providers.common.ai.durable.airflow.summaries import (
     FAILED,
     UNFINISHED,
@@ -19,10 +23,17 @@ from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.task_instance")
+log = logging.getLogger(__name__)
 
 CACHE_PATH_EXAMPLE = "file:///tmp/airflow_durable_cache"
+
+
+class DurableConfigError(AirflowFailException, AirflowConfigException):
+    """
+    An option a durable task cannot run with. It fails the task without retry, as a budget
+    refusal does: every retry would meet the same option, and would only spend a try.
+    """
+
 
 # The Airflow providers that register the filesystems of the usual object stores.
 _FILESYSTEM_PROVIDERS = {
@@ -69,7 +80,6 @@ def storage_for_task(context: Any) -> JournalStorage:
     The task state store when Airflow offers it (3.3+), else ``[common.ai] durable_cache_path``;
     refuses, naming the option, when neither is there.
     """
-    from airflow.exceptions import AirflowConfigException
 
     ti = context["ti"]
     identity = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
@@ -85,7 +95,7 @@ def storage_for_task(context: Any) -> JournalStorage:
             )
         return TaskStateStoreStorage(accessor, identity)
     if not cache_path:
-        raise AirflowConfigException(
+        raise DurableConfigError(
             "Durable execution needs [common.ai] durable_cache_path on Airflow before 3.3: set it to an "
             f"ObjectStorage URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH={CACHE_PATH_EXAMPLE}"
         )
@@ -98,7 +108,7 @@ def storage_for_task(context: Any) -> JournalStorage:
             base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index
         )
     except ImportError as error:
-        raise AirflowConfigException(
+        raise DurableConfigError(
             f"[common.ai] durable_cache_path uses {base.protocol}://, whose filesystem could not load on this "
             f"worker: {error}"
         ) from error
@@ -109,7 +119,6 @@ def cache_path_base(cache_path: str) -> Any:
     The ``ObjectStoragePath`` of ``durable_cache_path``; refuses, naming the option and the fix, a
     scheme whose filesystem is not installed and a local path that is not absolute.
     """
-    from airflow.exceptions import AirflowConfigException
     from airflow.providers.common.compat.sdk import ObjectStoragePath, io
 
     scheme, host, path = urlsplit(cache_path)[:3]
@@ -120,13 +129,13 @@ def cache_path_base(cache_path: str) -> Any:
         # ObjectStoragePath reads "file://dir" and "dir" relative to the working directory, which
         # differs between workers and between tries, and "file:dir" as "/dir".
         if host or not path.startswith("/"):
-            raise AirflowConfigException(
+            raise DurableConfigError(
                 f"[common.ai] durable_cache_path {cache_path!r} is not an absolute local path, which each worker "
                 "would resolve on its own: write file:/// and the absolute path, "
                 f"for example {CACHE_PATH_EXAMPLE}"
             )
     elif not io.has_fs(scheme):
-        raise AirflowConfigException(
+        raise DurableConfigError(
             f"[common.ai] durable_cache_path uses {scheme}://, for which no filesystem is installed on this worker: "
             f"{_what_to_install(scheme)} on every worker"
         )
@@ -150,10 +159,16 @@ def journal_of_running_task() -> DurableJournal | None:
     key = _try_key(context["ti"])
     journal = _journals.get(key)
     if journal is None:
-        journal = _journals[key] = DurableJournal(EncryptedStorage(storage_for_task(context)))
-        journal.try_number, journal.budget_first_try = context["ti"].try_number, _first_try_of_budget(context)
-        summaries = _summaries[key] = summary_store_for_task(context)
-        journal.after_each_run = functools.partial(_keep_summary, summaries, journal, context["ti"].try_number)
+        storage = EncryptedStorage(storage_for_task(context), AIRFLOW_HOST)
+        try_number = context["ti"].try_number
+        summaries = summary_store_for_task(context)
+        host = host_for_try(
+            try_number,
+            budget_first_try=_first_try_of_budget(context),
+            after_each_run=functools.partial(_keep_summary, summaries, try_number=try_number),
+        )
+        journal = _journals[key] = DurableJournal(storage, host=host)
+        _summaries[key] = summaries
     return journal
 
 
@@ -209,7 +224,7 @@ def journal_left_by_earlier_tries(ti: Any) -> DurableJournal | None:
     context = get_template_context()
     if context.get("task_state_store") is None and not configured_cache_path():
         return None
-    return DurableJournal(EncryptedStorage(storage_for_task(context)))
+    return DurableJournal(EncryptedStorage(storage_for_task(context), AIRFLOW_HOST), host=AIRFLOW_HOST)
 
 
 def take_journal(ti: Any) -> DurableJournal | None:

@@ -9,8 +9,7 @@ from typing import Any
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 from airflow.providers.common.ai.version_compat import NEVER_EXPIRE
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.task_state_store")
+log = logging.getLogger(__name__)
 
 #: Every journal key starts with this; a task's own state store keys must not.
 KEY_PREFIX = "airflow.providers.common.ai.durable/"

@@ -1,24 +1,23 @@
 """
-Durable steps where Airflow's operators already look (R-60): each step a span of the running
-task's trace when ``[traces] otel_on``, and counted in Airflow's metrics (statsd or OpenTelemetry,
-as ``[metrics]`` configures them); with the ``[otel]`` extra, the agent SDK's own trace events go to
-the same tracer provider. Whether traces and metrics are on is read once per process; when both are
-off a step costs a function call.
+Durable steps where Airflow's operators already look: each step a span of the running task's
+trace when ``[traces] otel_on``, and counted in Airflow's metrics (statsd or OpenTelemetry, as
+``[metrics]`` configures them). The agent SDK's own trace events are the adapter's to send
+(``openai_agents/_telemetry.py``). Whether traces and metrics are on is read once per process;
+when both are off a step costs a function call.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core import events
+from airflow.providers.common.ai.durable.core.prices import MOST_USD
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Tracer
 
-log = logging.getLogger(__name__)
 
 #: Metric names, in Airflow's style (``ti.finish``, ``celery.task_timeout_error``): what became of a
 #: step is in the name, so that plain statsd, which drops tags, still counts steps by outcome.
@@ -129,7 +128,7 @@ def _count(stats: Any, event: events.StepEvent) -> None:
         stats.incr(TOKENS_SAVED_METRIC, saved_tokens, tags={**tags, "model": event.name})
     if event.cost_usd:
         # At least one: a saving of less than a millionth of a dollar is still a saving.
-        micro_usd = max(1, round(event.cost_usd * 1_000_000))
+        micro_usd = max(1, round(min(event.cost_usd, MOST_USD / 1_000_000) * 1_000_000))
         stats.incr(COST_SAVED_METRIC, micro_usd, tags={**tags, "model": event.name})
 
 
@@ -181,28 +180,3 @@ def listen(event: object) -> None:
     if _telemetry is None:
         _telemetry = DurableTelemetry.configured()
     _telemetry(event)
-
-
-def instrument_agent_sdk() -> bool:
-    """
-    With ``[traces] otel_on`` and the ``[otel]`` extra installed, send the agent SDK's own trace
-    events (agent runs, model responses, tool calls) to Airflow's tracer provider, beside the
-    SDK's own trace processors; return whether it did.
-    """
-    from airflow.configuration import conf
-
-    if not AIRFLOW_V_3_0_PLUS or not conf.getboolean("traces", "otel_on", fallback=False):
-        return False
-    try:
-        from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-    except ImportError:
-        log.debug("Durable: the agent SDK's traces stay out of Airflow's: the [otel] extra is not installed")
-        return False
-    try:
-        instrumentor = OpenAIAgentsInstrumentor()
-        if not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument()
-    except Exception:  # tracing must never keep a task from running
-        log.debug("Durable: the agent SDK's traces could not be sent to Airflow's", exc_info=True)
-        return False
-    return True

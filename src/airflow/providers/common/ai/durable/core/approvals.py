@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 
@@ -32,8 +32,7 @@ from airflow.providers.common.ai.durable.core.masking import shown_arguments
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.approvals")
+log = logging.getLogger(__name__)
 
 #: The options of every request: the first approves, the second rejects.
 APPROVE, REJECT = "Approve", "Reject"
@@ -124,8 +123,10 @@ class ApprovalDesk:
     the decisions about calls found in flight whose tool's policy is ``ask`` (R-56).
     """
 
-    def __init__(self, answer: Answer | None = None) -> None:
+    def __init__(self, answer: Answer | None = None, before_going_on: Callable[[], None] | None = None) -> None:
         self.answer = answer
+        #: Called once the answer the try resumed with is in the journal, before the run acts on it.
+        self._before_going_on = before_going_on
         #: An earlier request of this task instance was answered: Airflow shows its text for the next.
         self.asked_before = answer is not None
         #: What this try must ask, once a run stopped for an approval or a call in flight it has no decision for.
@@ -161,6 +162,9 @@ class ApprovalDesk:
                     self._pending_step = step
                 return None
             step.record(asdict(decision))
+            # In the store before anything acts on it: a try that ends now leaves it to the next.
+            step.run.journal.settle()
+            self._go_on()
         tools = tuple(request.tool for request in requests)
         self.decided.append((tools, decision, replayed))
         log.info(
@@ -180,6 +184,7 @@ class ApprovalDesk:
         """
         answer = self._answer_for(step, asked=question.asked)
         if isinstance(answer, InFlightDecision):
+            self._go_on()
             return answer
         if self.pending is None:
             self.pending, self._pending_step = question, step
@@ -195,6 +200,11 @@ class ApprovalDesk:
         else:
             step.record(ASKED)
         step.run.journal.settle()
+
+    def _go_on(self) -> None:
+        going_on, self._before_going_on = self._before_going_on, None
+        if going_on is not None:
+            going_on()
 
     def _answer_for(self, step: JournalStep, *, asked: bool) -> Decision | InFlightDecision | None:
         answer, self.answer = self.answer, None
@@ -226,13 +236,16 @@ _desk: ContextVar[ApprovalDesk | None] = ContextVar("durable_approval_desk", def
 
 
 @contextlib.contextmanager
-def answering_approvals(answer: Answer | None = None) -> Iterator[ApprovalDesk]:
+def answering_approvals(
+    answer: Answer | None = None, before_going_on: Callable[[], None] | None = None
+) -> Iterator[ApprovalDesk]:
     """
     Inside this block, a durable run that stops for approvals goes on with the recorded decision
     or ``answer``, else ends with the SDK's interruptions and the desk's ``pending`` approval.
+    ``before_going_on`` is called once ``answer`` is recorded, before the run acts on it.
     Only an operator can give up its worker to wait for a person: a plain ``@task`` has no desk.
     """
-    desk = ApprovalDesk(answer)
+    desk = ApprovalDesk(answer, before_going_on)
     token = _desk.set(desk)
     try:
         yield desk

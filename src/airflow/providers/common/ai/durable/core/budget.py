@@ -29,16 +29,18 @@ import threading
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.durable.core import events, in_flight
+from airflow.providers.common.ai.durable.core import events
+from airflow.providers.common.ai.durable.core.encryption import UndecryptableTextError
 from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, FORMAT_VERSION, _looked_up
-from airflow.providers.common.ai.durable.core.prices import format_usd, price_of
+from airflow.providers.common.ai.durable.core.prices import MOST_USD, counted_usd, format_usd, price_of
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
-# The logger of the journal's steps: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+log = logging.getLogger(__name__)
 
 #: The journal's key of what the tries of its budget spent (beside the index's, never an entry's).
 BUDGET_KEY = f"{_INDEX_KEY}.budget"
@@ -54,7 +56,7 @@ class UsageBudget:
     model_prices``). Give it to ``AgentOperator(budget=...)``, ``@task.agent(budget=...)`` or
     ``run_durably(..., budget=...)``; every agent of the task shares it. A request that would pass
     a limit is not sent and the task fails without retry. Refused when it limits nothing or a
-    limit is not a number above zero.
+    limit is not a number above zero and below what an amount can be counted as (about 1.8e308).
     """
 
     max_requests: int | None = None
@@ -73,8 +75,13 @@ class UsageBudget:
                 continue
             if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
                 raise TypeError(f"UsageBudget({name}={value!r}) must be a {'whole number' if whole else 'number'}")
-            if not (value > 0 and math.isfinite(value)):
+            if not value > 0:
                 raise ValueError(f"UsageBudget({name}={value!r}) must be above zero")
+            if not value < MOST_USD:  # a whole number this large has no float, nor a repr worth showing
+                raise ValueError(
+                    f"UsageBudget({name}) is larger than an amount can be counted (about 1.8e308): "
+                    "give a number above zero and below it"
+                )
 
     def limits(self) -> dict[str, float]:
         """The limits set, by what they limit (``"requests"``, ..., ``"cost_usd"``)."""
@@ -105,8 +112,12 @@ class BudgetLedger:
 
     def _spent_by_try(self) -> dict[int, dict[str, float]]:
         if self._tries is None:
-            entry, problem = _looked_up(self.journal._io.read_later(BUDGET_KEY))
-            if problem is not None:
+            read = self.journal._io.read_later(BUDGET_KEY)
+            entry, problem = _looked_up(read)
+            # A store that failed to answer may answer the next try; an entry no key decrypts or
+            # this release cannot read never will, and a try that starts a budget counts none of it.
+            set_aside = problem is not None and self.first_try == self.try_number and _never_readable(read)
+            if problem is not None and not set_aside:
                 raise BudgetUnreadable(
                     f"Durable: what the tries of this task's budget spent cannot be read, so no request is sent: {problem}"
                 )
@@ -117,16 +128,27 @@ class BudgetLedger:
                 if str(number).isdigit() and isinstance(spent, dict)
             }
             self._tries.setdefault(self.try_number, _zero())
+            if set_aside:
+                # Replaced now, before a later try of this budget reads it.
+                log.warning(
+                    "Durable: what the tries before try %d spent (an earlier budget of this task instance) cannot "
+                    "be read; it is set aside and replaced, and this budget counts from try %d reason=%r",
+                    self.first_try,
+                    self.first_try,
+                    problem,
+                )
+                self.journal._io.write(BUDGET_KEY, _ledger_text(self._tries), _budget_written)
         return self._tries
 
     def spent(self) -> dict[str, float]:
         """What the tries of this budget spent, in total."""
         with self._lock:
             tries = self._spent_by_try()
-            return {
+            total = {
                 name: sum(spent[name] for number, spent in tries.items() if number >= self.first_try)
                 for name in AMOUNTS
             }
+            return {**total, "cost_usd": counted_usd(total["cost_usd"])}
 
     async def admit(self, model: str, key: str, max_output_tokens: int | None) -> dict[str, float | None]:
         """
@@ -142,8 +164,9 @@ class BudgetLedger:
                     self._in_flight.append(most)
                     return most
             if verdict is not False:
-                events.emit(events.BudgetRefusal(limit=verdict[0], model=model, key=key))
-                raise in_flight.failing_error(self._refusal(model, key, *verdict))
+                host = self.journal.host
+                host.emit(events.BudgetRefusal(limit=verdict[0], model=model, key=key))
+                raise host.failing_error(self._refusal(model, key, *verdict))
             await asyncio.sleep(0.005)
 
     def settled(self, most: dict[str, float | None], usage: ModelUsage | None) -> None:
@@ -159,15 +182,8 @@ class BudgetLedger:
             spent["input_tokens"] += usage.input_tokens
             spent["output_tokens"] += usage.output_tokens
             spent["total_tokens"] += usage.total_tokens
-            spent["cost_usd"] += usage.cost_usd or 0.0
-            text = json.dumps(
-                {
-                    "format": FORMAT_VERSION,
-                    "kind": "budget",
-                    "tries": {str(number): amounts for number, amounts in sorted(tries.items())},
-                },
-                separators=(",", ":"),
-            )
+            spent["cost_usd"] = counted_usd(spent["cost_usd"] + (usage.cost_usd or 0.0))
+            text = _ledger_text(tries)
         self.journal._io.write(BUDGET_KEY, text, _budget_written)
 
     def summary(self) -> dict[str, Any]:
@@ -183,11 +199,12 @@ class BudgetLedger:
 
     def _most_a_request_adds(self, model: str, max_output_tokens: int | None) -> dict[str, float | None]:
         """The most one request can add to each amount, where known: its input tokens never are, before it returns."""
-        if self.budget.max_cost_usd is not None and price_of(model) is None:
-            raise in_flight.failing_error(
+        host = self.journal.host
+        if self.budget.max_cost_usd is not None and price_of(model, host) is None:
+            raise host.failing_error(
                 f"Durable: this task's budget limits cost (max_cost_usd={self.budget.max_cost_usd}), but the price "
-                f"of model {model!r} is unknown, so no request to it is sent: set its price in [common.ai] "
-                f'model_prices, for example {{{json.dumps(model)}: {{"input": 0.4, "output": 1.6}}}}'
+                f"of model {model!r} is unknown, so no request to it is sent: set its price in "
+                f'{host.wording.prices_setting}, for example {{{json.dumps(model)}: {{"input": 0.4, "output": 1.6}}}}'
             )
         return {
             "requests": 1,
@@ -233,8 +250,33 @@ class BudgetLedger:
         )
 
 
+def _never_readable(read: Future[str | None]) -> bool:
+    """Whether what a read of the budget's entry found will read no better on another try."""
+    error = read.exception()
+    return error is None or isinstance(error, UndecryptableTextError)
+
+
+def _ledger_text(tries: dict[int, dict[str, float]]) -> str:
+    """The budget's entry: what each try spent."""
+    return json.dumps(
+        {
+            "format": FORMAT_VERSION,
+            "kind": "budget",
+            "tries": {str(number): amounts for number, amounts in sorted(tries.items())},
+        },
+        separators=(",", ":"),
+    )
+
+
 def _amount(value: Any) -> float:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else 0
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return 0
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # a whole number beyond any float
+        finite = False
+    # An earlier release stored an overflowed cost as Infinity: it was spent, beyond counting.
+    return value if finite else MOST_USD if value > 0 else 0
 
 
 def _whole(value: float) -> str:

@@ -35,9 +35,9 @@ from airflow.providers.common.ai.durable.core.fingerprint import (
     why_fingerprints_differ,
 )
 from airflow.providers.common.ai.durable.core.masking import masked
+from airflow.providers.common.ai.durable.core.plural import counted
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.divergence")
+log = logging.getLogger(__name__)
 
 # Enough to tell parts apart in an explanation, small enough for a part per input item.
 _DIGEST_LENGTH = 12
@@ -151,7 +151,7 @@ class InputDigests:
                 # Both calls kept the input of the run's call before them, which lined up (else this
                 # call would not be compared): this one kept less of it, up to where it differs.
                 if self.start >= start:
-                    return f"the input differs before item {start} (counting from 0; the input has {self.length} items)"
+                    return f"the input differs before item {start} (counting from 0; the input has {counted(self.length, 'item')})"
                 if self.start < self.length:
                     return _item_differs(self.start, self.length)
                 return _lengths_differ("the input", start + len(added), self.length)
@@ -283,11 +283,11 @@ def _items_changed(label: str, recorded: list[Any], current: list[Any]) -> str:
 
 
 def _item_differs(index: int, length: int) -> str:
-    return f"input item {index} differs (counting from 0; the input has {length} items)"
+    return f"input item {index} differs (counting from 0; the input has {counted(length, 'item')})"
 
 
 def _lengths_differ(label: str, recorded: int, current: int) -> str:
-    return f"{label} has {current} items where the recorded call had {recorded}, the first {min(current, recorded)} the same"
+    return f"{label} has {counted(current, 'item')} where the recorded call had {recorded}, the first {min(current, recorded)} the same"
 
 
 def _part_changed(part: str, recorded: Any, current: Any) -> list[str]:

@@ -11,9 +11,10 @@ Without a key, entries are stored as plain JSON, as before this module existed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from airflow.providers.common.ai.durable.core.host import Host, current_host
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
 if TYPE_CHECKING:
@@ -27,44 +28,39 @@ class UndecryptableTextError(Exception):
     """A stored text cannot be read back with this worker's ``[core] fernet_key``."""
 
 
-#: The value of ``[core] fernet_key`` (keys separated by commas); installed by the Airflow binding
-#: (:mod:`airflow.providers.common.ai.durable.airflow.binding`), no key without it.
-fernet_key_setting: Callable[[], str] | None = None
-#: What a key that is not a Fernet key raises; the Airflow binding installs ``AirflowConfigException``.
-invalid_key_error: type[Exception] = ValueError
-
-
-def fernet_keys() -> list[str]:
-    """The keys of ``[core] fernet_key``, current first; empty when Airflow has none."""
-    value = (fernet_key_setting() if fernet_key_setting is not None else "") or ""
+def fernet_keys(host: Host | None = None) -> list[str]:
+    """The keys of the host's Fernet key setting (``[core] fernet_key``), current first; empty without one."""
+    value = (host or current_host()).fernet_key_setting() or ""
     return [key.strip() for key in value.split(",") if key.strip()]
 
 
-def fernet() -> MultiFernet | None:
+def fernet(host: Host | None = None) -> MultiFernet | None:
     """
     The Fernet that encrypts with the first key of ``[core] fernet_key`` and decrypts with any,
     built as Airflow builds its own; ``None`` without a key. Refuses a key that is not a Fernet key.
+    ``host``: whose keys (by default the current host's).
     """
     from cryptography.fernet import Fernet, MultiFernet
 
-    keys = fernet_keys()
+    host = host or current_host()
+    keys = fernet_keys(host)
     if not keys:
         return None
     try:
         return MultiFernet([Fernet(key.encode()) for key in keys])
     except (ValueError, TypeError) as error:
-        raise invalid_key_error(
+        raise host.invalid_key_error(
             f"[core] fernet_key is not a list of Fernet keys ({error}): generate one with "
             'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
         ) from error
 
 
-def encrypt_text(text: str) -> str:
+def encrypt_text(text: str, host: Host | None = None) -> str:
     """``text`` encrypted with the current key of ``[core] fernet_key``, or ``text`` itself without a key."""
-    return _encrypted(fernet(), text)
+    return _encrypted(fernet(host), text)
 
 
-def decrypt_text(stored: str) -> str:
+def decrypt_text(stored: str, host: Host | None = None) -> str:
     """
     The text :func:`encrypt_text` stored as ``stored``.
 
@@ -72,7 +68,7 @@ def decrypt_text(stored: str) -> str:
     ``[core] fernet_key`` decrypts, an encrypted text on a worker without a key, and a plain text
     on a worker with one (it was written before the key was set, or not by Airflow).
     """
-    return _decrypted(fernet(), stored)
+    return _decrypted(fernet(host), stored)
 
 
 def _encrypted(current: MultiFernet | None, text: str) -> str:
@@ -108,15 +104,16 @@ def _decrypted(current: MultiFernet | None, stored: str) -> str:
 
 class EncryptedStorage(JournalStorage):
     """
-    Another storage's entries, encrypted with ``[core] fernet_key`` (stored as they are without a key).
+    Another storage's entries, encrypted with ``[core] fernet_key`` (stored as they are without a key):
+    the keys of ``host``, by default the current host's.
 
     An entry that cannot be decrypted raises :class:`UndecryptableTextError` from :meth:`read`: the
     journal sets it aside, logs the cause and runs that step live; clean-up still deletes it.
     """
 
-    def __init__(self, storage: JournalStorage) -> None:
+    def __init__(self, storage: JournalStorage, host: Host | None = None) -> None:
         # Read once per try, and now, so that a key that is not a Fernet key fails before any call.
-        self._fernet = fernet()
+        self._fernet = fernet(host)
         self.storage = storage
         self.identity = storage.identity
         self.calls_in_background = storage.calls_in_background

@@ -12,8 +12,7 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+log = logging.getLogger(__name__)
 
 #: The format version every entry carries. A change to the entry's fields is a new version.
 #: Format 3 added "parts" (the digests that name what changed); format 4 stores, for a model call
@@ -21,9 +20,11 @@ log = logging.getLogger("airflow.providers.common.ai.durable.journal")
 #: in-flight mark when the call started and how a call found in flight was resolved (``meta``).
 #: Format 6: a model call's ``meta`` also holds its input and output tokens and, where the model's
 #: price is known, its cost in US dollars (what a replay of it saves, R-59).
-#: Formats 2 to 5 replay as they are: their fingerprints are the ones this release computes.
-FORMAT_VERSION = 6
-_READABLE_FORMATS = frozenset({2, 3, 4, 5, 6})
+#: Format 7: an in-flight mark's ``meta`` also names the in-flight policy its tool had (``policy``),
+#: so that a call whose run changed and whose tool no longer has its name is resolved as it allowed.
+#: Formats 2 to 6 replay as they are: their fingerprints are the ones this release computes.
+FORMAT_VERSION = 7
+_READABLE_FORMATS = frozenset({2, 3, 4, 5, 6, 7})
 
 # The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.
@@ -46,8 +47,6 @@ _WHY_LIVE: dict[object, str] = {
 _INDEX_KEY = "0"
 #: How many recorded entries a replaying run reads ahead of its claims, where reads are round trips.
 _READ_AHEAD = 8
-#: How to tell apart runs that ask the same.
-_NAME_THE_RUNS = "give each its own durable_key (run_durably(..., durable_key=...))"
 #: What sets a run's snapshot aside: a snapshot of no entries.
 _NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entries": {}}, separators=(",", ":"))
 

@@ -2,15 +2,16 @@
 What happens to each durable step, for whoever watches (traces and metrics, R-60): a
 :class:`StepEvent` when a step replays, is recorded live, fails, runs live unrecorded or, found in
 flight, is resolved as done without running (R-56), and a
-:class:`BudgetRefusal` when a budget keeps a request from being sent. Listeners are added by the
-system's binding; one that raises is logged at DEBUG and never disturbs the run.
+:class:`BudgetRefusal` when a budget keeps a request from being sent. The listeners are the
+journal's host's (``Host.listeners``); one that raises is logged at DEBUG and
+never disturbs the run.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +51,8 @@ class BudgetRefusal:
     key: str
 
 
-#: Called with each event; installed by the binding (Airflow's traces and metrics).
-listeners: list[Callable[[Any], None]] = []
-
-
-def emit(event: StepEvent | BudgetRefusal) -> None:
+def emit_to(listeners: Iterable[Callable[[Any], None]], event: StepEvent | BudgetRefusal) -> None:
+    """Hand ``event`` to each of ``listeners``; one that raises never disturbs the run."""
     for listener in listeners:
         try:
             listener(event)

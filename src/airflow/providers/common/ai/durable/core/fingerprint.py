@@ -32,8 +32,7 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.core.masking import masked
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.fingerprint")
+log = logging.getLogger(__name__)
 
 
 class UnrenderableValueError(TypeError):
@@ -87,16 +86,21 @@ def canonical_json(value: Any) -> str:
 _KEY_DERIVATION = b"airflow.providers.common.ai durable fingerprint key\0"
 
 
-@functools.cache
 def fingerprint_key() -> tuple[tuple[bytes, str], ...] | None:
     """
     The keys fingerprints are hashed with and their public ids, derived from the keys of
-    ``[core] fernet_key``: the first (the current) key hashes, the later ones match journals
-    recorded before a rotation. ``None``, with a warning, when Airflow has no Fernet key.
+    ``[core] fernet_key`` (the current host's): the first (the current) key hashes, the later ones
+    match journals recorded before a rotation. ``None``, with a warning, when there is no Fernet key.
     """
     from airflow.providers.common.ai.durable.core.encryption import fernet_keys
 
-    fernet_key = fernet_keys()
+    return _derived_keys(tuple(fernet_keys()))
+
+
+@functools.lru_cache(maxsize=8)
+def _derived_keys(fernet_key: tuple[str, ...]) -> tuple[tuple[bytes, str], ...] | None:
+    # By the keys themselves: a key setting that changes (a test, a replay under another
+    # deployment's key) derives its own, with nothing to reset.
     if not fernet_key:
         log.warning(
             "Durable: [core] fernet_key is not set, so fingerprints are plain SHA-256 and a short secret "

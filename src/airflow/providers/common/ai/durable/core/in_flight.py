@@ -20,7 +20,7 @@ running when that try died, so whether its effect happened is unknown. A tool na
 How each uncertain call was resolved is recorded with its entry (``meta["in_flight"]``), and each
 try's summary, usage and the journal page say it. Neutral of any agent framework and of Airflow:
 what it needs of the system (the error that fails a task for good, whether a person can be asked)
-is a hook the binding installs.
+its host says (``core/host.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.host import Host, current_host
 from airflow.providers.common.ai.durable.core.masking import masked_text, shown_arguments
 
 RERUN, VERIFY, ASK, FAIL = "rerun", "verify", "ask", "fail"
@@ -40,6 +41,8 @@ POLICIES = (RERUN, VERIFY, ASK, FAIL)
 RESOLUTION_META = "in_flight"
 #: When the call started, in an in-flight entry's ``meta`` (ISO 8601, UTC; a storage name).
 STARTED_META = "started"
+#: In an in-flight entry's ``meta``: the policy its tool had when the call started (a storage name).
+POLICY_META = "policy"
 #: In an in-flight entry's ``meta``: a person was asked about it and has not been heard (a storage name).
 ASKED_META = "asked"
 
@@ -50,17 +53,6 @@ OPTIONS = [HAPPENED, RUN_IT, FAIL_TASK]
 OUTPUT_PARAM = "output"
 #: The output handed to the model when a person says the call happened and gives none.
 DEFAULT_OUTPUT = "The call completed; its result was not recorded."
-
-#: The exception that fails a task for good (no retry); the binding installs its system's own.
-failing_error: type[Exception] = RuntimeError
-
-
-def _asking_supported() -> str | None:
-    return None
-
-
-#: Why a person cannot be asked on this system, or ``None`` if one can; the binding installs its own.
-asking_unsupported: Callable[[], str | None] = _asking_supported
 
 
 @dataclass(frozen=True)
@@ -106,7 +98,7 @@ class InFlightPolicy:
                 "in_flight: tools must map tool names to in_flight(...) policies (without tools of their own)"
             )
         asks = self.policy == ASK or any(policy.policy == ASK for policy in self.tools.values())
-        if asks and (reason := asking_unsupported()) is not None:
+        if asks and (reason := current_host().asking_unsupported()) is not None:
             raise ValueError(f"in_flight: the policy 'ask' {reason}")
 
     def for_tool(self, name: str) -> InFlightPolicy:
@@ -131,13 +123,29 @@ def arguments_of(text: str) -> Any:
         return text
 
 
-def unresolved(tool: str, step_key: str, idempotency_key: str, arguments: str, why: str) -> Exception:
-    """The error that fails the task for good over a call in flight: it names the call, its key and its masked arguments."""
-    return failing_error(
+#: What to do about a call in flight that failed the task, in its error.
+GIVE_A_POLICY = "give the tool the policy that fits (rerun, verify or ask) and clear the task"
+
+
+def unresolved(
+    tool: str,
+    step_key: str,
+    idempotency_key: str,
+    arguments: str,
+    why: str,
+    fix: str = GIVE_A_POLICY,
+    *,
+    host: Host | None = None,
+) -> Exception:
+    """
+    The error that fails the task for good over a call in flight (the host's, by default the
+    current one's): it names the call, its key and its masked arguments.
+    """
+    return (host or current_host()).failing_error(
         f"Durable: tool {tool!r} was in flight at {step_key} when an earlier try died, so whether it took "
         f"effect is unknown, and {why}. Its idempotency key is {idempotency_key} and its arguments were "
         f"{masked_text(arguments)[:2000]}. The journal is kept: check the outside system by that key, then "
-        "give the tool the policy that fits (rerun, verify or ask) and clear the task."
+        f"{fix}."
     )
 
 

@@ -23,19 +23,24 @@ when the run ends.
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+from airflow.providers.common.ai.durable.core import prices
 from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY, BudgetLedger, UsageBudget
 from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.core.entries import (
     _DONE,
+    _IN_FLIGHT,
     _INDEX_KEY,
-    _NAME_THE_RUNS,
+    _NO_SNAPSHOT,
+    _READ_AHEAD,
     FORMAT_VERSION,
     _another_call,
     _json_text,
@@ -45,33 +50,33 @@ from airflow.providers.common.ai.durable.core.entries import (
     _starts_with,
     _text_of,
 )
+from airflow.providers.common.ai.durable.core.host import Host, current_host
 from airflow.providers.common.ai.durable.core.journal_io import JournalIO
-from airflow.providers.common.ai.durable.core.runs import DurableRun, _Runs
-from airflow.providers.common.ai.durable.core.scope import (
-    _running_step,
-)
+from airflow.providers.common.ai.durable.core.runs import CallLeftInFlight, DurableRun, _Runs
+from airflow.providers.common.ai.durable.core.scope import _running_step
 from airflow.providers.common.ai.durable.core.stats import JournalStats
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+log = logging.getLogger(__name__)
 
 
 class DurableJournal:
     """
     The journal of one task instance: what each agent run's calls returned on earlier tries.
 
-    ``storage`` keeps the entries (the task state store, ``durable_cache_path``, or memory). With
-    ``clean_up_after_run``, the journal deletes itself when a top-level run completes; inside
-    Airflow it is instead deleted when the task instance succeeds.
+    ``storage`` keeps the entries (the task state store, ``durable_cache_path``, or memory).
+    ``host``: what the journal asks of the system it runs in, for its try (by default the current
+    host, see ``core/host.py``). With ``clean_up_after_run``, the journal deletes itself when a
+    top-level run completes; inside Airflow it is instead deleted when the task instance succeeds.
     """
 
-    def __init__(self, storage: JournalStorage, *, clean_up_after_run: bool = False) -> None:
+    def __init__(self, storage: JournalStorage, *, host: Host | None = None, clean_up_after_run: bool = False) -> None:
         self.storage = storage
+        self.host = host or current_host()
         self._io = JournalIO(storage)
         self.clean_up_after_run = clean_up_after_run
-        self.stats = JournalStats()
+        self.stats = JournalStats(tell_runs_apart=self.host.wording.tell_runs_apart)
         # Numbering and the index are shared by runs that run in threads of one task.
         self._lock = threading.RLock()
         # The counts the I/O thread updates as the store answers; never held while waiting on the store.
@@ -86,20 +91,18 @@ class DurableJournal:
         # Whether the index says a try kept what its budget spent (under BUDGET_KEY), for the clean-up.
         self._budget_noted = False
         self._warned_of_identical_runs = False
-        #: Called after each top-level run ends, however it ends (the task keeps its try's summary so far).
-        self.after_each_run: Callable[[], None] | None = None
-        #: The try this journal is bound to, and the first try its budget counts (a clear of a
-        #: finished task instance starts a new budget): set by the binding of the task system.
-        self.try_number = 1
-        self.budget_first_try = 1
         #: What the tries of the task instance's budget spent, once a run gave it a budget (R-58).
         self.budget: BudgetLedger | None = None
+        #: Whether the journal is kept (archived) when the task instance succeeds; None: as configured.
+        self.keep_after_success: bool | None = None
 
     def use_budget(self, budget: UsageBudget) -> BudgetLedger:
         """Count every live model request of this task instance against ``budget``; one budget a task."""
         with self._lock:
             if self.budget is None:
-                self.budget = BudgetLedger(self, budget, try_number=self.try_number, first_try=self.budget_first_try)
+                self.budget = BudgetLedger(
+                    self, budget, try_number=self.host.try_number, first_try=self.host.budget_first_try
+                )
                 self.stats.ledger = self.budget
                 self._note_in_index(budget=True)
             elif self.budget.budget != budget:
@@ -114,8 +117,10 @@ class DurableJournal:
         """
         Start an agent run: top-level, or nested under the step running in this context.
 
-        ``key`` names the run on every try, to tell apart runs that otherwise ask the same.
+        ``key`` names the run on every try, to tell apart runs that otherwise ask the same. Fails
+        the task for good before any call when the deployment's model prices cannot be read.
         """
+        prices.check_price_overrides(self.host)
         parent = _running_step.get()
         if parent is not None and parent.run.journal is not self:
             parent = None
@@ -131,9 +136,9 @@ class DurableJournal:
                 self.settle()
                 if run.snapshots and not self.clean_up_after_run:
                     run.store_snapshot()
-                if self.after_each_run is not None:
+                if self.host.after_each_run is not None:
                     # Through the I/O thread as well: the journal's store calls never come from two threads.
-                    self._io.call(self.after_each_run)
+                    self._io.call(functools.partial(self.host.after_each_run, self))
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
@@ -157,11 +162,17 @@ class DurableJournal:
         return self._io.has_pending_calls()
 
     def finish(self, *, succeeded: bool) -> None:
-        """Log this try's summary; once the task instance succeeded, delete the journal."""
+        """Log this try's summary; once the task instance succeeded, delete the journal, whatever the summary says."""
         self.settle()
-        log.info(self.stats.summary())
-        if succeeded:
-            self.delete()
+        try:
+            log.info(self.stats.summary())
+        finally:
+            if succeeded:
+                self.delete()
+
+    def stored_keys(self) -> list[str]:
+        """Every key any try stored, for a copy of the journal (kept after success, forked)."""
+        return list(self._stored_keys())
 
     def delete(self) -> None:
         """Delete every entry any try recorded."""
@@ -223,7 +234,10 @@ class DurableJournal:
         if twins:
             self._warn_of_identical_runs(name)
             if matching and run.reads:
-                return None, f"it cannot be told apart from another run that asks the same: {_NAME_THE_RUNS}"
+                return (
+                    None,
+                    f"it cannot be told apart from another run that asks the same: {self.stats.tell_runs_apart}",
+                )
         if found is not None or not untaken or not run.reads:
             return found, None
         reason = "no recorded run starts with this call"
@@ -241,6 +255,79 @@ class DurableJournal:
                 return None, f"{reason}; the first call of recorded run {n}: {_another_call(entry, kind)}"
         return None, reason
 
+    def _runs_taken_over(self, run: DurableRun) -> list[str]:
+        """
+        The recorded runs whose calls left in flight ``run``, just numbered, takes over: those under
+        its parent, started the same way (with its ``durable_key``) and numbered before it, that no
+        run of this try took. A deploy that changed a run's first call leaves it one of them.
+        """
+        if not run.reads:
+            return []
+        parent = run.parent.key if run.parent is not None else ""
+        with self._lock:
+            runs = self._runs_under[parent]
+            numbers = [
+                number
+                for number, (entry, _) in enumerate(runs.recorded[: run.number - 1], start=1)
+                if number not in runs.taken | runs.taken_over
+                and entry is not None
+                and entry.get("follows") == run.follows
+            ]
+            runs.taken_over.update(numbers)
+        return [f"{parent}.{number}" if parent else str(number) for number in numbers]
+
+    def _calls_left_in_flight(self, path: str, start: int) -> list[CallLeftInFlight]:
+        """The calls in flight in the recorded run ``path`` from position ``start`` on, and in the runs under its steps there."""
+        with self._lock:
+            under = sorted(
+                parent
+                for parent in self._stored_parents()
+                if parent.startswith(f"{path}.") and int(parent[len(path) + 1 :].split(".")[0]) >= start
+            )
+        calls = self._marks_of(path, start) or []
+        for parent in under:  # every level: the index names each step runs started under
+            for number in count(1):
+                nested = self._marks_of(f"{parent}.{number}", 1)
+                if nested is None:
+                    break
+                calls += nested
+        return calls
+
+    def _marks_of(self, path: str, start: int) -> list[CallLeftInFlight] | None:
+        """The calls in flight in the recorded run ``path`` from ``start`` on; ``None`` if no such run is recorded."""
+        entries: list[dict[str, Any]] = []
+        while len(entries) % _READ_AHEAD == 0:  # a batch of reads at a time, to the first gap
+            keys = [f"{path}.{n}" for n in range(len(entries) + 1, len(entries) + 1 + _READ_AHEAD)]
+            found = itertools.takewhile(
+                lambda lookup: lookup[0] is not None, map(_looked_up, self._io.reads_later(keys))
+            )
+            read = [entry for entry, _ in found if entry is not None]
+            entries += read
+            if not read:
+                break
+        if not entries:
+            return None
+        return [
+            CallLeftInFlight(self, f"{path}.{position}", entry, entries[: position - 1])
+            for position, entry in enumerate(entries, start=1)
+            if position >= start and entry.get("state") == _IN_FLIGHT
+        ]
+
+    def _replace_mark(self, key: str, entry: dict[str, Any]) -> None:
+        """Write ``entry`` over the in-flight mark under ``key``, unless a step of this try holds the key now."""
+        path, _, position = key.rpartition(".")
+        run = self._runs.get(path)
+        if run is not None and int(position) <= len(run.steps):
+            return
+        problem = run.fence() if run is not None and run.snapshots else None
+        if problem is None and run is None and "." not in path and self._io.in_background:
+            # The run's snapshot holds the mark: set it aside, as a try that writes an entry of its run does.
+            self._io.write(_snapshot_key(path), _NO_SNAPSHOT, functools.partial(_mark_replaced, key))
+        if problem is not None:
+            _mark_replaced(key, problem)
+            return
+        self._io.write(key, _json_text(entry), functools.partial(_mark_replaced, key))
+
     def _recorded_runs(self, parent: str) -> Iterator[_Lookup]:
         """The first entries of the runs recorded under ``parent``, numbered without gaps."""
         for number in count(1):
@@ -256,7 +343,7 @@ class DurableJournal:
         log.warning(
             "Durable: agent runs that ask the same started concurrently, so a retry cannot tell which recorded "
             "run is whose; they run live on every try: %s model=%r",
-            _NAME_THE_RUNS,
+            self.stats.tell_runs_apart,
             name,
         )
 
@@ -395,6 +482,16 @@ class DurableJournal:
             yield _INDEX_KEY
         if self._budget_noted:
             yield BUDGET_KEY
+
+
+def _mark_replaced(key: str, error: BaseException | str | None) -> None:
+    if error is not None:
+        log.warning(
+            "Durable: could not record how a call left in flight was resolved; a later try resolves it again "
+            "step=%s reason=%r",
+            key,
+            str(error),
+        )
 
 
 def _index_written(error: BaseException | None) -> None:

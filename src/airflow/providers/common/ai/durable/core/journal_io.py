@@ -25,8 +25,7 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.journal_io")
+log = logging.getLogger(__name__)
 
 #: How long the thread waits for more calls before it ends (a later call starts a new one).
 _IDLE_SECONDS = 2.0

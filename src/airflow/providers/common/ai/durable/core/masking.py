@@ -1,5 +1,6 @@
 """
-Airflow's secret masker over what the journal stores: texts, and JSON values string by string.
+The host's secret masker (Airflow's, inside Airflow) over what the journal stores: texts, and
+JSON values string by string.
 
 A secret the masker knows is replaced wherever it shows: in plain, and in the forms a text may
 hold it in, JSON-escaped or URL-encoded, up to three layers deep (a password in the arguments of a
@@ -11,11 +12,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt])")
+from airflow.providers.common.ai.durable.core.host import current_host
+
+# In a group, so that splitting a text by it keeps each escape between the pieces around it.
+_JSON_ESCAPE = re.compile(r"(\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt]))")
 
 # Between the strings of a value joined to be checked at once: no decoding reads a character
 # beyond it, so each string decodes there as it does alone.
@@ -23,24 +27,43 @@ _BETWEEN_STRINGS = "\0"
 
 
 def _json_unescaped(text: str) -> str:
-    return _JSON_ESCAPE.sub(lambda match: json.loads(f'"{match.group()}"'), text)
+    # Split and joined, not re.sub with a function: a large output holds millions of escapes, and a
+    # Python call for each cost seconds. The few distinct escapes are each decoded once.
+    pieces = _JSON_ESCAPE.split(text)
+    pieces[1::2] = map(_unescaped, pieces[1::2])
+    return "".join(pieces)
+
+
+@functools.cache
+def _unescaped(escape: str) -> str:
+    # At most 65,536 + 8 distinct escapes.
+    return json.loads(f'"{escape}"')
 
 
 def _decoded_once(text: str) -> Iterator[str]:
+    # Only the decodings that change the text: without a "%" unquote is the text itself, and
+    # without a "+" unquote_plus is unquote.
     if "\\" in text:
         yield _json_unescaped(text)
-    if "%" in text or "+" in text:
+    if "%" in text:
         yield unquote(text)
+    if "+" in text:
         yield unquote_plus(text)
 
 
 def _decoded_forms(text: str, *, depth: int = 3) -> Iterator[str]:
     """``text`` read as JSON-escaped and as URL-encoded, up to ``depth`` times: forms a secret may hide in."""
+    # Each form once: a form two decodings reach alike is not decoded further twice.
     seen, layer = {text}, [text]
     for _ in range(depth):
-        layer = [form for item in layer for form in _decoded_once(item) if form not in seen]
-        seen.update(layer)
-        yield from layer
+        decoded: list[str] = []
+        for item in layer:
+            for form in _decoded_once(item):
+                if form not in seen:
+                    seen.add(form)
+                    decoded.append(form)
+                    yield form
+        layer = decoded
 
 
 def _holds_a_secret(text: str) -> bool:
@@ -60,18 +83,23 @@ def masked_text(text: str) -> str:
     return masked
 
 
-def _strings_of(value: Any) -> Iterator[str]:
-    # A loop, not recursion: a value nested deeper than Python's recursion limit is read too.
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            pending.extend(item)
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
+def _strings_of(value: Any) -> list[str]:
+    # A loop, not recursion: a value nested deeper than Python's recursion limit is read too. Level
+    # by level, not a generator: a large output holds millions of values.
+    strings: list[str] = []
+    level = [value]
+    while level:
+        deeper: list[Any] = []
+        for item in level:
+            if isinstance(item, str):
+                strings.append(item)
+            elif isinstance(item, dict):
+                deeper.extend(item)
+                deeper.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                deeper.extend(item)
+        level = deeper
+    return strings
 
 
 def masked(value: Any) -> tuple[Any, bool]:
@@ -118,23 +146,8 @@ def _masked_copy(value: Any) -> tuple[Any, bool]:
 
 
 def _redact(text: str) -> str:
-    # A str comes back a str.
-    return _redactor()(text)
-
-
-#: Returns the secrets masker's ``redact``; installed by the Airflow binding
-#: (:mod:`airflow.providers.common.ai.durable.airflow.binding`), nothing is redacted without it.
-secrets_redactor: Callable[[], Callable[[Any], Any]] | None = None
-
-
-@functools.cache
-def _redactor() -> Callable[[Any], Any]:
-    # Looked up once: the compat module resolves each attribute access anew.
-    return secrets_redactor() if secrets_redactor is not None else _as_it_is
-
-
-def _as_it_is(value: Any) -> Any:
-    return value
+    # The current host's masker (Airflow's, inside Airflow); a str comes back a str.
+    return current_host().redact(text)
 
 
 #: The longest arguments text a person is shown; longer ones are cut, saying so.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.core.entries import (
+    _DISCARDED,
     _DONE,
     _IN_FLIGHT,
     _NO_SNAPSHOT,
@@ -31,13 +32,13 @@ from airflow.providers.common.ai.durable.core.entries import (
     _snapshot_of,
     _text_of,
 )
-from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.core.in_flight import RESOLUTION_META
+from airflow.providers.common.ai.durable.core.steps import JournalStep, idempotency_key_of
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+log = logging.getLogger(__name__)
 
 
 class DurableRun:
@@ -79,6 +80,9 @@ class DurableRun:
         self._stored: dict[int, str] = {}
         # Whether this try wrote the snapshot's key: True once it did, None if a write of it failed.
         self._wrote_snapshot: bool | None = False
+        #: Calls an earlier try left in flight in recorded entries this run no longer lines up with:
+        #: the adapter resolves each before the run's next live call (R-56).
+        self.calls_left_in_flight: list[CallLeftInFlight] = []
 
     def claim(
         self,
@@ -106,6 +110,8 @@ class DurableRun:
             new_run = self.numbered_new = found is None
             if self.snapshots:
                 self._open_snapshot(found)
+            for path in self.journal._runs_taken_over(self):
+                self.calls_left_in_flight += self.journal._calls_left_in_flight(path, 1)
         step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
         step._counted_when_handed_out = counted_when_handed_out
         self.follows = step.digest
@@ -245,6 +251,9 @@ class DurableRun:
         self._ahead = {position: read for position, read in self._ahead.items() if not read.cancel()}
 
     def _diverge(self, step: JournalStep, reason: str) -> None:
+        if self.reads and not self.numbered_new:
+            # What was recorded from here on is stale: a call it left in flight must still be resolved.
+            self.calls_left_in_flight += self.journal._calls_left_in_flight(self.path, step.position)
         self.stop_reading_ahead()
         self.reads = False
         step.reads_nested_runs = False
@@ -258,12 +267,52 @@ class DurableRun:
 
 
 @dataclass
+class CallLeftInFlight:
+    """
+    A call an earlier try left in flight (R-56) in recorded entries that no run of this try lines up
+    with any more: a deploy changed what its run asks. It is resolved by the policy of the tool that
+    has its name now; its mark is replaced only once it is resolved.
+    """
+
+    journal: DurableJournal
+    key: str
+    entry: dict[str, Any]
+    #: The entries of its run before it, in position order: the answer that asked for the call is one.
+    earlier: list[dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        return str(self.entry.get("name"))
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key_of(self.journal.storage.identity, self.key)
+
+    def describe(self) -> str:
+        return f"{self.entry.get('kind')} {self.name!r} at {self.key}"
+
+    def resolve(self, resolution: str, *, result: Any = None, done: bool = False) -> None:
+        """
+        Replace its mark, saying how it was resolved: as a call done with ``result`` (a run that
+        lines up with it again replays it), or else discarded (such a run makes the call live).
+        """
+        entry = {**self.entry, "format": FORMAT_VERSION, "state": _DONE if done else _DISCARDED}
+        entry.pop("result", None)
+        entry["meta"] = {RESOLUTION_META: resolution}
+        if done:
+            entry["result"] = result
+        self.journal._replace_mark(self.key, entry)
+
+
+@dataclass
 class _Runs:
     """The runs under one parent (the journal, or a step): those recorded, and those of this try."""
 
     #: The first entry of each recorded run, read in number order: entries 1, 2, ... of ``recorded[n - 1]``.
     recorded: list[_Lookup]
     taken: set[int] = field(default_factory=set)
+    #: The recorded runs a run of this try took the calls left in flight of (see ``DurableJournal._runs_taken_over``).
+    taken_over: set[int] = field(default_factory=set)
     #: This try's runs under the parent that have not ended, with what their first call asked.
     active: dict[DurableRun, tuple[str, str, str | None, str]] = field(default_factory=dict)
 

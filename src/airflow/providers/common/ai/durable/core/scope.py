@@ -1,17 +1,19 @@
 """
 The current journal and the running step of this thread or task (context variables).
 
-The core knows no task machinery: inside a running task, the journal bound to it comes from
-:data:`journal_provider` and :data:`bound_journal_provider`, which the binding of the system the
-journal runs in installs (the Airflow binding: :mod:`airflow.providers.common.ai.durable.airflow.binding`).
+The core knows no task machinery: inside a running task, the journal bound to it is the one the
+host names (``Host.journal_of_running_task``); an entry point passes the host of its system (the
+OpenAI Agents adapter passes the Airflow binding's).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
+
+from airflow.providers.common.ai.durable.core.host import Host, current_host
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
@@ -19,11 +21,6 @@ if TYPE_CHECKING:
 
 _scoped_journal: ContextVar[DurableJournal | None] = ContextVar("durable_scoped_journal", default=None)
 _running_step: ContextVar[JournalStep | None] = ContextVar("durable_running_step", default=None)
-
-#: The journal bound to the running task, opened if need be; installed by the binding of the task system.
-journal_provider: Callable[[], DurableJournal | None] | None = None
-#: The journal bound to the running task if one was opened in this try; never opens one.
-bound_journal_provider: Callable[[], DurableJournal | None] | None = None
 
 
 @contextlib.contextmanager
@@ -36,26 +33,26 @@ def journal_scope(journal: DurableJournal) -> Iterator[DurableJournal]:
         _scoped_journal.reset(token)
 
 
-def current_journal() -> DurableJournal | None:
+def current_journal(host: Host | None = None) -> DurableJournal | None:
     """
     The current journal: the one of an enclosing :func:`journal_scope`, else, inside a running
-    Airflow task, the one bound to that task instance; ``None`` outside a task.
+    task, the one ``host`` (by default the current host) binds to it; ``None`` outside a task.
 
-    Raises an ``AirflowConfigException`` inside a task on Airflow before 3.3 when
+    Inside an Airflow task on Airflow before 3.3, the Airflow host refuses to bind one when
     ``[common.ai] durable_cache_path`` is not set.
     """
     journal = _scoped_journal.get()
     if journal is not None:
         return journal
-    return journal_provider() if journal_provider is not None else None
+    return (host or current_host()).journal_of_running_task()
 
 
-def journal_in_use() -> DurableJournal | None:
+def journal_in_use(host: Host | None = None) -> DurableJournal | None:
     """The current journal if one was opened in this context or task try; never opens one."""
     journal = _scoped_journal.get()
     if journal is not None:
         return journal
-    return bound_journal_provider() if bound_journal_provider is not None else None
+    return (host or current_host()).bound_journal_of_running_task()
 
 
 def running_step() -> JournalStep | None:

@@ -9,8 +9,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.providers.common.ai.durable.core.entries import _NAME_THE_RUNS
-from airflow.providers.common.ai.durable.core.prices import format_usd
+from airflow.providers.common.ai.durable.core.budget import BudgetUnreadable
+from airflow.providers.common.ai.durable.core.host import HostWording
+from airflow.providers.common.ai.durable.core.plural import counted
+from airflow.providers.common.ai.durable.core.prices import counted_usd, format_usd
 from airflow.providers.common.ai.durable.core.usage import ModelUsage, TryUsage
 
 
@@ -44,14 +46,29 @@ class JournalStats:
     #: Each call found in flight (outcome unknown) and how its policy resolved it (R-56): step, tool,
     #: idempotency_key, policy and outcome.
     in_flight: list[dict[str, str]] = field(default_factory=list)
+    #: Each call the try was cut off during (a timeout, a cancellation), named with its position:
+    #: not counted as ran live, its in-flight mark stays for the next try to resolve (R-56).
+    cut_off: list[str] = field(default_factory=list)
+    #: Why a step's call was not made, by the step's key: the budget refused it (R-58).
+    refusals: dict[str, str] = field(default_factory=dict)
 
     #: What the tries of the task instance's budget spent (R-58), once a run gave it one.
     ledger: Any = None
+    #: How to tell apart runs that ask the same, in the host's words.
+    tell_runs_apart: str = HostWording().tell_runs_apart
 
     @property
     def budget(self) -> dict[str, Any] | None:
-        """The task instance's budget so far: its first try, limits, spent and left; None without one."""
-        return self.ledger.summary() if self.ledger is not None else None
+        """
+        The task instance's budget so far: its first try, limits, spent and left; None without one,
+        or where what its tries spent cannot be read (a summary never stops the try's end).
+        """
+        if self.ledger is None:
+            return None
+        try:
+            return self.ledger.summary()
+        except BudgetUnreadable:
+            return None
 
     def usage(self) -> TryUsage:
         """This try's usage so far, as ``AgentOperator`` pushes it to XCom."""
@@ -81,7 +98,7 @@ class JournalStats:
             self.requests_saved += sign
             cost = meta.get("cost_usd")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-                self.cost_saved_usd += sign * cost
+                self.cost_saved_usd = counted_usd(self.cost_saved_usd + sign * cost)
             elif sign > 0:
                 self.unknown_prices.add(name)
 
@@ -89,18 +106,16 @@ class JournalStats:
         """What this try spent and the replay saved, in US dollars; the models of unknown price named."""
         if not self.used and not self.requests_saved and self.ledger is None:
             return ""
-        spent = sum(usage.cost_usd for usage in self.used.values() if usage.cost_usd is not None)
+        spent = counted_usd(sum(usage.cost_usd for usage in self.used.values() if usage.cost_usd is not None))
         unknown = ", ".join(sorted(self.unknown_prices))
         budget = self.budget
-        left = (
-            ", budget left: "
-            + ", ".join(
+        if budget is not None:
+            left = ", budget left: " + ", ".join(
                 f"{name} {format_usd(amount) if name == 'cost_usd' else f'{amount:,.0f}'}"
                 for name, amount in budget["left"].items()
             )
-            if budget is not None
-            else ""
-        )
+        else:
+            left = ", budget: what its tries spent cannot be read" if self.ledger is not None else ""
         if unknown and not spent and not self.cost_saved_usd:
             return f", spent and saved: price unknown ({unknown}){left}"
         unknown = f" (price unknown: {unknown})" if unknown else ""
@@ -119,14 +134,18 @@ class JournalStats:
             f"{call['tool']} at {call['step']} ({call['policy']}): {call['outcome']}" for call in self.in_flight
         )
         in_flight = f", calls found in flight: {in_flight}" if in_flight else ""
+        cut_off = (
+            f", cut off during the call (in flight for the next try): {'; '.join(self.cut_off)}" if self.cut_off else ""
+        )
         indistinct = (
-            f", {self.indistinct_runs} runs ran live that ask the same as another run in flight: {_NAME_THE_RUNS}"
+            f", {counted(self.indistinct_runs, 'run')} ran live that "
+            f"{'asks' if self.indistinct_runs == 1 else 'ask'} the same as another run in flight: {self.tell_runs_apart}"
             if self.indistinct_runs
             else ""
         )
         return (
-            f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}, "
-            f"could not record {not_recorded}{named}, saved {self.tokens_saved} tokens by replaying{self._money()}"
-            f"{approvals}{in_flight}"
+            f"Durable: replayed {by_kind(self.replayed)}, ran live {by_kind(self.ran_live)}{cut_off}, "
+            f"could not record {not_recorded}{named}, saved {counted(self.tokens_saved, 'token')} by replaying"
+            f"{self._money()}{approvals}{in_flight}"
             f"{indistinct}"
         )

@@ -22,7 +22,13 @@ from airflow.providers.common.ai.durable.core.entries import (
     FORMAT_VERSION,
 )
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
-from airflow.providers.common.ai.durable.core.in_flight import ASKED_META, RESOLUTION_META, STARTED_META, started_now
+from airflow.providers.common.ai.durable.core.in_flight import (
+    ASKED_META,
+    POLICY_META,
+    RESOLUTION_META,
+    STARTED_META,
+    started_now,
+)
 from airflow.providers.common.ai.durable.core.masking import masked, masked_text
 from airflow.providers.common.ai.durable.core.scope import _running_step
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
@@ -30,8 +36,13 @@ from airflow.providers.common.ai.durable.core.usage import ModelUsage
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.runs import DurableRun
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.journal")
+log = logging.getLogger(__name__)
+
+
+def idempotency_key_of(identity: str, key: str) -> str:
+    """The idempotency key of the call at step ``key`` of the journal whose storage is ``identity``."""
+    digest = hashlib.sha256(f"{identity}\0{key}".encode()).hexdigest()
+    return f"durable-{digest[:32]}"
 
 
 class JournalStep:
@@ -87,6 +98,9 @@ class JournalStep:
         self._incomplete: str | None = None
         #: Why this live step failed, once it did: it is not recorded and runs again next try.
         self.failure: str | None = None
+        #: Why this step has no recorded result in this try, as its summary says: it failed, could
+        #: not be recorded, was cut off during its call, or stayed in flight.
+        self.no_result: str | None = None
         self._finished = False
         # Whether this replayed step is counted in the try's summary (see handed_out), and when.
         self._counted = False
@@ -116,8 +130,7 @@ class JournalStep:
     @property
     def idempotency_key(self) -> str:
         """The same string on every try for this task instance, run and position."""
-        identity = f"{self.run.journal.storage.identity}\0{self.key}"
-        return f"durable-{hashlib.sha256(identity.encode()).hexdigest()[:32]}"
+        return idempotency_key_of(self.run.journal.storage.identity, self.key)
 
     def describe(self) -> str:
         return f"{self.kind} {self.name!r} at {self.key}"
@@ -138,24 +151,30 @@ class JournalStep:
         except Exception as error:
             self.fail(f"it raised {type(error).__name__}")
             raise
-        except BaseException:
+        except BaseException as error:
             # Cut off (the task's timeout, a cancellation, the process exiting): the call may have
-            # done its work, so its in-flight mark stays for the next try to resolve (R-56).
-            self._finish()
+            # done its work, so its in-flight mark stays for the next try to resolve (R-56). It did
+            # not run to its end: the summary names it apart from the calls that ran live.
+            self._finished = True
+            self.no_result = f"the try was cut off during the call ({type(error).__name__}); it stays in flight"
+            self.run.journal.stats.cut_off.append(f"{self.describe()} ({type(error).__name__})")
             raise
         finally:
             _running_step.reset(token)
 
-    def mark_in_flight(self, *, asked: bool | None = None) -> None:
+    def mark_in_flight(self, *, asked: bool | None = None, policy: str | None = None) -> None:
         """
-        Write this step as in flight, with when it started and how it came to run (its
-        ``resolution``): a try that dies during the call leaves the next try a record that this
-        call was interrupted. With ``asked`` the call found in flight does not run now: its mark
-        keeps its start and says whether a person was asked about it and not heard yet.
+        Write this step as in flight, with when it started, the in-flight ``policy`` of its tool
+        and how it came to run (its ``resolution``): a try that dies during the call leaves the
+        next try a record that this call was interrupted. With ``asked`` the call found in flight
+        does not run now: its mark keeps its start and policy and says whether a person was asked
+        about it and not heard yet.
         """
         fields: dict[str, Any] = started_now()
+        if policy is not None:
+            fields[POLICY_META] = policy
         if asked is not None:
-            fields.update({k: v for k, v in self.meta.items() if k == STARTED_META})
+            fields.update({k: v for k, v in self.meta.items() if k in (STARTED_META, POLICY_META)})
             if asked:
                 fields[ASKED_META] = True
         if self.resolution is not None:
@@ -226,6 +245,7 @@ class JournalStep:
     def not_recordable(self, reason: str) -> None:
         """This live step completed, but its result cannot be recorded: it runs again next try."""
         self._finish()
+        self.no_result = reason
         self.run.journal._not_recorded(self, "result", reason)
         self._mark(_FAILED, "failure mark")
         self._emit(events.NOT_RECORDED, self.usage, reason=reason)
@@ -235,7 +255,7 @@ class JournalStep:
         if self._finished:
             return
         self._finish()
-        self.failure = reason
+        self.failure = self.no_result = reason
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
         self._mark(_FAILED, "failure mark")
         self._emit(events.FAILED, self.usage, reason=reason)
@@ -247,6 +267,8 @@ class JournalStep:
         """
         if isinstance(error, Exception):
             self._emit(events.FAILED, self.usage, reason=f"it raised {type(error).__name__}")
+        else:
+            self.no_result = f"the try was cut off during the request ({type(error).__name__})"
 
     def left_in_flight(self, reason: str) -> None:
         """
@@ -256,6 +278,7 @@ class JournalStep:
         """
         self._emit(events.FAILED, self.usage, reason=reason)
         self.outcome = None
+        self.no_result = reason
 
     def handed_out(self) -> None:
         """Count this replayed step in the try's summary and usage: its recorded result was used."""
@@ -294,14 +317,15 @@ class JournalStep:
 
     def _emit(self, outcome: str, used: dict[str, Any], reason: str | None = None) -> None:
         self.outcome = outcome
-        if not events.listeners:
+        host = self.run.journal.host
+        if not host.listeners:
             return
 
         def number(name: str) -> Any:
             value = used.get(name)
             return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-        events.emit(
+        host.emit(
             events.StepEvent(
                 kind=self.kind,
                 name=self._stored_name,

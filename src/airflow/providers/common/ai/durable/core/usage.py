@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow.providers.common.ai.durable.core.prices import cost_usd
+from airflow.providers.common.ai.durable.core.host import Host
+from airflow.providers.common.ai.durable.core.prices import cost_usd, counted_usd
 from airflow.providers.common.ai.durable.core.scope import journal_in_use
 
 #: The XCom key ``AgentOperator`` pushes a try's usage under.
@@ -37,10 +38,15 @@ class ModelUsage:
         output_tokens: int,
         total_tokens: int,
         cached_input_tokens: int = 0,
+        host: Host | None = None,
     ) -> ModelUsage:
-        """What one call of ``model`` used, its cost at the model's price."""
+        """What one call of ``model`` used, its cost at the model's price (the host's, else the table's)."""
         cost = cost_usd(
-            model, input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached_input_tokens
+            model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_input_tokens=cached_input_tokens,
+            host=host,
         )
         return cls(requests, input_tokens, output_tokens, total_tokens, cost)
 
@@ -49,7 +55,10 @@ class ModelUsage:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.total_tokens += other.total_tokens
-        self.cost_usd = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        if self.cost_usd is None or other.cost_usd is None:
+            self.cost_usd = None
+        else:
+            self.cost_usd = counted_usd(self.cost_usd + other.cost_usd)
 
 
 @dataclass
@@ -95,7 +104,7 @@ class TryUsage:
     @property
     def cost_usd(self) -> float:
         """What this try's live calls cost in US dollars, those of models with a known price."""
-        return sum(usage.cost_usd for usage in self.models.values() if usage.cost_usd is not None)
+        return counted_usd(sum(usage.cost_usd for usage in self.models.values() if usage.cost_usd is not None))
 
     def count(self, model: str, usage: ModelUsage) -> None:
         """Count a live call of ``model``."""

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import current_journal, running_step
@@ -42,19 +43,24 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
     ) from error
 
 from airflow.providers.common.ai.durable.core.in_flight import Happened
-from airflow.providers.common.ai.durable.openai_agents._agent_run import _journaled
+from airflow.providers.common.ai.durable.openai_agents._agent_run import journaled
 from airflow.providers.common.ai.durable.openai_agents._model import (
     SERVER_SIDE_CONVERSATION_OPTIONS,
-    _DurableModelProvider,
+    DurableModelProvider,
 )
 from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
     close_runner_owned_model_provider,
     ensure_model_provider_cleanup,
 )
-from airflow.providers.common.ai.durable.openai_agents._sessions import _rewind_session
+from airflow.providers.common.ai.durable.openai_agents._sessions import rewind_session
 from airflow.providers.common.ai.durable.openai_agents._tools import current_idempotency_key, in_flight
 
 log = logging.getLogger(__name__)
+
+
+def _task_journal() -> DurableJournal | None:
+    """The journal of an enclosing journal scope, else the one the Airflow binding binds to the running task."""
+    return current_journal(AIRFLOW_HOST)
 
 
 async def _run(
@@ -65,16 +71,22 @@ async def _run(
     kwargs: dict[str, Any],
     budget: UsageBudget | None = None,
 ) -> RunResult:
-    with _journaled(journal, durable_key, kwargs, input, budget) as (kwargs, durable):
+    with journaled(journal, durable_key, kwargs, input, budget) as (kwargs, durable):
         provider = getattr(kwargs.get("run_config"), "model_provider", None)
         if durable is not None and (session := kwargs.get("session")) is not None:
-            await _rewind_session(session, durable.run, input, kwargs["run_config"])
+            await rewind_session(session, durable.run, input, kwargs["run_config"])
         try:
             result = await Runner.run(agent, input, **kwargs)
             if durable is not None:
                 result = await durable.continued_past_approvals(agent, result, kwargs)
+                durable.stops.check()
+        except Exception:
+            if durable is not None:
+                # A tool, its failure_error_function or the SDK made a stop inside a call into another error.
+                durable.stops.check()
+            raise
         finally:
-            if isinstance(provider, _DurableModelProvider) and provider.owned:
+            if isinstance(provider, DurableModelProvider) and provider.owned:
                 # The SDK would have created and closed this provider itself: closed as it does.
                 await close_runner_owned_model_provider(provider.wrapped)
     parent = running_step()
@@ -91,6 +103,13 @@ def _checked(durable_key: Any) -> str | None:
     return durable_key
 
 
+def _kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJournal | None:
+    """``journal``, kept after success if this run asks for it (one run asking is enough)."""
+    if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
+        journal.keep_after_success = bool(keep_journal)
+    return journal
+
+
 def _checked_budget(budget: Any) -> UsageBudget | None:
     if budget is not None and not isinstance(budget, UsageBudget):
         raise TypeError(
@@ -105,6 +124,7 @@ async def run_durably(
     *,
     durable_key: str | None = None,
     budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """
@@ -124,10 +144,14 @@ async def run_durably(
     of the task: a live model request that would pass it is not sent and the task fails without
     retry. A task has one budget: another one given to a later run of the same try is refused.
     Outside a task there are no tries to count and the budget is not applied.
+
+    ``keep_journal``: keep the task instance's journal when it succeeds (archived for ``[common.ai]
+    kept_journal_retention_days``, to export, replay in a test or fork), or not, over ``[common.ai]
+    keep_journals``. One run of the task asking for it keeps the whole journal.
     """
     durable_key, budget = _checked(durable_key), _checked_budget(budget)
     # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
-    journal = await asyncio.to_thread(current_journal)
+    journal = _kept(await asyncio.to_thread(_task_journal), keep_journal)
     return await _run(journal, durable_key, agent, input, kwargs, budget)
 
 
@@ -149,6 +173,7 @@ def run_durably_sync(
     *,
     durable_key: str | None = None,
     budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
     **kwargs: Any,
 ) -> RunResult:
     """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
@@ -157,7 +182,7 @@ def run_durably_sync(
         asyncio.get_running_loop()
     except RuntimeError:
         # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
-        journal = current_journal()
+        journal = _kept(_task_journal(), keep_journal)
     else:
         journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
     if journal is None:
@@ -178,6 +203,7 @@ def run_durably_streamed(
     *,
     durable_key: str | None = None,
     budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
     **kwargs: Any,
 ) -> RunResultStreaming:
     """
@@ -192,20 +218,20 @@ def run_durably_streamed(
     durable_key, budget = _checked(durable_key), _checked_budget(budget)
     # Bound, and a session put back, off the event loop: a storage's set-up may run an event loop
     # of its own (s3fs does), and the run must not start before the session is back.
-    journal = _off_the_loop(current_journal)
+    journal = _kept(_off_the_loop(_task_journal), keep_journal)
     if journal is None:
         return Runner.run_streamed(agent, input, **kwargs)
     run = contextlib.ExitStack()
     try:
-        kwargs, durable = run.enter_context(_journaled(journal, durable_key, kwargs, input, budget))
+        kwargs, durable = run.enter_context(journaled(journal, durable_key, kwargs, input, budget))
         if durable is not None and (session := kwargs.get("session")) is not None:
-            _off_the_loop(asyncio.run, _rewind_session(session, durable.run, input, kwargs["run_config"]))
+            _off_the_loop(asyncio.run, rewind_session(session, durable.run, input, kwargs["run_config"]))
         result = Runner.run_streamed(agent, input, **kwargs)
     except BaseException:
-        run.__exit__(*sys.exc_info())  # _journaled records what the error means; it never swallows it
+        run.__exit__(*sys.exc_info())  # journaled records what the error means; it never swallows it
         raise
     provider = getattr(kwargs.get("run_config"), "model_provider", None)
-    if isinstance(provider, _DurableModelProvider) and provider.owned:
+    if isinstance(provider, DurableModelProvider) and provider.owned:
         # The SDK would have created this provider, and closed it when the stream's run ends.
         ensure_model_provider_cleanup(result, lambda: close_runner_owned_model_provider(provider.wrapped))
 

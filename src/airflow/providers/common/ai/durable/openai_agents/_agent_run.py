@@ -52,45 +52,46 @@ from airflow.providers.common.ai.durable.openai_agents._budget import admitted_b
 from airflow.providers.common.ai.durable.openai_agents._in_flight import (
     InFlightMarkNotStored,
     RunStopped,
+    VerifiedCalls,
+    output_without_running,
     resolve_before_tools,
-    resolved_as_invoked,
+    resolve_left_in_flight,
+    resolve_verified_as_the_run_ends,
 )
-from airflow.providers.common.ai.durable.openai_agents._mcp import (
-    custom_data_to_record,
-    install_mcp_hooks,
-    restore_custom_data,
-)
+from airflow.providers.common.ai.durable.openai_agents._mcp import custom_data_to_record, mcp_hooks, restore_custom_data
 from airflow.providers.common.ai.durable.openai_agents._model import (
-    _RESPONSES,
-    _as_the_client_built_it,
-    _completed_event,
-    _DurableModel,
-    _DurableModelProvider,
-    _model_name,
-    _refuse_server_side_conversation,
-    _request,
+    RESPONSES,
+    DurableModel,
+    DurableModelProvider,
+    as_the_client_built_it,
+    completed_event,
+    model_name_of,
+    refuse_server_side_conversation,
+    request_of,
 )
+from airflow.providers.common.ai.durable.openai_agents._sdk_hooks import SDKHooks
 from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
+    check_installed_sdk,
     declared_output_adapter,
-    install_run_hooks,
     invocation_result,
     nested_agent_run_was_interrupted,
-    raised_checking_arguments,
+    run_hooks,
 )
+from airflow.providers.common.ai.durable.openai_agents._stops import RunStops
 from airflow.providers.common.ai.durable.openai_agents._tool_output import (
     ToolOutputNotRecordable,
     decode_tool_output,
     encode_tool_output,
 )
 from airflow.providers.common.ai.durable.openai_agents._tools import (
-    _TOOL_FAILURE,
-    _handled_failures,
-    _note_failure,
+    TOOL_FAILURE,
+    invoked_to_its_end,
+    note_failure,
+    noting_failures,
     policy_of,
 )
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents")
+log = logging.getLogger(__name__)
 
 # Failures caused by the model's answers: replaying those answers would fail the same way (R-15).
 _ANSWER_FAILURES = (
@@ -120,15 +121,15 @@ def _progress(step: JournalStep) -> None:
         log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
 
 
-def _durable_run_of(run_config: Any) -> _DurableAgentRun | None:
+def _durable_run_of(run_config: Any) -> DurableAgentRun | None:
     provider = getattr(run_config, "model_provider", None)
-    return provider.durable if isinstance(provider, _DurableModelProvider) else None
+    return provider.durable if isinstance(provider, DurableModelProvider) else None
 
 
 def _resolved_model(model: Model, run_config: Any) -> Model:
     """The model the SDK resolved for a turn: the durable one in a journaled run."""
     durable = _durable_run_of(run_config)
-    return durable.model(model) if durable is not None and not isinstance(model, _DurableModel) else model
+    return durable.model(model) if durable is not None and not isinstance(model, DurableModel) else model
 
 
 async def _invoked_tool(invoke: Callable[..., Awaitable[Any]], **call: Any) -> Any:
@@ -146,16 +147,16 @@ def _is_journaled(tool: Any) -> TypeGuard[FunctionTool]:
     return isinstance(tool, FunctionTool)
 
 
-class _DurableAgentRun:
+class DurableAgentRun:
     """
     The SDK side of one journaled ``Runner.run``: its run config carries a durable model provider,
-    by which the run hooks (``_sdk_private.install_run_hooks``) find it to journal each model call
+    by which the run hooks (``_sdk_private.run_hooks``) find it to journal each model call
     and function-tool call. The user's agents and tools are never copied.
     """
 
     def __init__(self, run: DurableRun) -> None:
         self.run = run
-        self._models: dict[int, _DurableModel] = {}
+        self._models: dict[int, DurableModel] = {}
         # Tool steps of the latest model answer, claimed in the model's order, by call id.
         self._tool_steps: dict[str, JournalStep] = {}
         # The model step whose call raised: the SDK's own retry of it keeps its position.
@@ -163,15 +164,18 @@ class _DurableAgentRun:
         # The fingerprints and part digests of the run's model calls, each input item digested once.
         self._model_calls = ModelCalls()
         # The journaled tools of the latest answer by name, and the steps of its calls that ran.
-        self._answer_tools: dict[str, FunctionTool] = {}
+        self.answer_tools: dict[str, FunctionTool] = {}
         self._answer_tool_steps: list[JournalStep] = []
         # The outputs a person gave for calls found in flight that they said happened, by step key.
         self._resolved_outputs: dict[str, str] = {}
+        self.stops = RunStops()
+        #: Calls left in flight where the run changed that happened, until a call asks the same or the run ends.
+        self.verified_left_in_flight: VerifiedCalls = {}
 
-    def model(self, model: Model) -> _DurableModel:
+    def model(self, model: Model) -> DurableModel:
         """The durable wrapper of ``model`` (the same one on every turn of the run)."""
         if (wrapper := self._models.get(id(model))) is None:
-            wrapper = self._models[id(model)] = _DurableModel(model, _model_name(model), self)
+            wrapper = self._models[id(model)] = DurableModel(model, model_name_of(model), self)
         return wrapper
 
     def run_config(self, run_config: RunConfig | dict[str, Any] | None) -> RunConfig:
@@ -179,7 +183,7 @@ class _DurableAgentRun:
         owned = run_config is None or (isinstance(run_config, dict) and "model_provider" not in run_config)
         if not isinstance(run_config, RunConfig):
             run_config = RunConfig(**(run_config or {}))
-        provider = _DurableModelProvider(run_config.model_provider, self, owned=owned)
+        provider = DurableModelProvider(run_config.model_provider, self, owned=owned)
         return dataclasses.replace(run_config, model_provider=provider)
 
     def _is_inside_a_call(self) -> bool:
@@ -189,11 +193,13 @@ class _DurableAgentRun:
         return step is not None and step.run is self.run
 
     async def model_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
+        self.stops.check()
         if self._is_inside_a_call():
             return await self._unjournaled_response(model, name, call)
         step = self._model_step(name, call)
         response = self._replayed_response(step) if step.replayed else None
         if response is None:
+            await resolve_left_in_flight(self.run, call["tools"], self.verified_left_in_flight)
             await _after_earlier_writes(step)
             admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=True)
             try:
@@ -229,6 +235,7 @@ class _DurableAgentRun:
         event (no deltas); a live one is recorded when its stream completes, before the event that
         completes it is passed on. A stream cut off before that is not recorded: it runs again.
         """
+        self.stops.check(carried=False)
         if self._is_inside_a_call():
             async for event in model.stream_response(**call):
                 yield event
@@ -241,9 +248,10 @@ class _DurableAgentRun:
             except RunStopped as stopped:
                 # A streamed run hands the user its loop's exception as it is: the error itself.
                 raise stopped.error from None
-            yield _completed_event(response, name)
+            yield completed_event(response, name)
             return
         done_items: list[Any] = []
+        await resolve_left_in_flight(self.run, call["tools"], self.verified_left_in_flight, streamed=True)
         await _after_earlier_writes(step)
         # A streamed run hands the user its loop's exception as it is: a refusal is the error itself.
         admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=False)
@@ -279,7 +287,7 @@ class _DurableAgentRun:
             settled(admission, used)
 
     def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
-        fingerprinted, parts = self._model_calls.fingerprint_and_parts(_request(name, call), what=f"model {name!r}")
+        fingerprinted, parts = self._model_calls.fingerprint_and_parts(request_of(name, call), what=f"model {name!r}")
         step = self._failed_model_step
         if step is None or step.fingerprint != fingerprinted or fingerprinted is None:
             step = self.run.claim("model", name, fingerprinted, parts=parts)
@@ -290,7 +298,7 @@ class _DurableAgentRun:
     def _record_response(step: JournalStep, response: ModelResponse) -> ModelUsage:
         used = step.used(usage_of(step.name, response.usage))
         try:
-            recorded = _RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+            recorded = RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
         except (ValueError, TypeError, RecursionError) as error:
             step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
         else:
@@ -301,9 +309,9 @@ class _DurableAgentRun:
     def _replayed_response(step: JournalStep) -> ModelResponse | None:
         recorded: ModelResponse | None
         try:
-            recorded = _RESPONSES.validate_python(step.result)
+            recorded = RESPONSES.validate_python(step.result)
         except ValidationError as error:
-            recorded = _as_the_client_built_it(step.result)
+            recorded = as_the_client_built_it(step.result)
             if recorded is None:
                 step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
                 return None
@@ -321,7 +329,7 @@ class _DurableAgentRun:
         ]
         # Two calls under one id cannot be told apart on the retry: they run live.
         repeated = {call_id for call_id, n in Counter(call.call_id for call in calls).items() if n > 1}
-        self._answer_tools = {tool.name: tool for tool in tools if tool.name in journaled}
+        self.answer_tools = {tool.name: tool for tool in tools if tool.name in journaled}
         self._answer_tool_steps = []
         self._tool_steps = {
             call.call_id: self.run.claim(
@@ -341,7 +349,7 @@ class _DurableAgentRun:
         for call in calls:
             step = self._tool_steps.get(call.call_id)
             if step is not None and step.interrupted:
-                resolve_before_tools(step, self._answer_tools[call.name], call.arguments, self._resolved_outputs)
+                resolve_before_tools(step, self.answer_tools[call.name], call.arguments, self._resolved_outputs)
 
     async def tool_invocation(self, invoke: Callable[[], Awaitable[Any]], tool: FunctionTool, context: Any) -> Any:
         """The SDK's invocation of ``tool`` for one call: replayed, or run and recorded."""
@@ -361,17 +369,10 @@ class _DurableAgentRun:
                 _progress(step)
                 return replayed
         policy = policy_of(tool)
-        if step.interrupted:
-            resolved = await resolved_as_invoked(step, policy, context, self._resolved_outputs)
-            if resolved is not None:
-                try:
-                    recorded = encode_tool_output(resolved.output, declared)
-                except ToolOutputNotRecordable as error:
-                    step.not_recordable(str(error))
-                else:
-                    step.record(recorded, ran=False)
-                return invocation_result(resolved.output)
-        step.mark_in_flight()
+        resolved = await output_without_running(step, policy, context, declared, self._resolved_outputs, self)
+        if resolved is not None:
+            return invocation_result(resolved.output)
+        step.mark_in_flight(policy=policy.policy)
         if policy.policy != in_flight.RERUN:
             # Its retry must find the call in flight, not nothing: it starts once the mark is stored.
             await _after_earlier_writes(step)
@@ -380,21 +381,12 @@ class _DurableAgentRun:
                     f"Durable: the store refused the in-flight mark of {step.describe()} (policy "
                     f"{policy.policy!r}), so the call did not run; the next try runs it"
                 )
-        failures: list[BaseException] = []
-        token = _handled_failures.set(failures)
-        try:
-            with step.running():
-                result = await invoke()
-        except ModelBehaviorError as error:
-            # Raised by the tool's own code, it is the tool's failure: the answer that asked for it
-            # still replays. Raised checking the answer's arguments, it is the model's (R-53).
-            if not raised_checking_arguments(error):
-                setattr(error, _TOOL_FAILURE, True)
-            raise
-        finally:
-            _handled_failures.reset(token)
-        if failures or result.is_sdk_generated_error:
-            step.fail("the SDK passed the tool's failure to the model as text")
+        with noting_failures() as failures, self.stops.noting() as stops, step.running():
+            result, stopped = await invoked_to_its_end(invoke, tool, step.describe())
+        if stopped:  # ran to its end; left in flight for the next try's policy, which now sees its effect
+            raise asyncio.CancelledError
+        if stops or failures or result.is_sdk_generated_error:
+            step.fail("the try stopped in it" if stops else "the SDK passed the tool's failure to the model as text")
         elif nested_agent_run_was_interrupted(context):
             step.fail("the agent it runs as a tool stopped for an approval, so the call did not complete")
         else:
@@ -412,7 +404,7 @@ class _DurableAgentRun:
         every call of the latest answer to a tool with that guardrail runs again.
         """
         for step in self._answer_tool_steps:
-            tool = self._answer_tools.get(step.name)
+            tool = self.answer_tools.get(step.name)
             if tool is not None and error.guardrail in (tool.tool_output_guardrails or []):
                 step.discard(f"its output tripped the tool output guardrail {error.guardrail.get_name()!r}")
 
@@ -439,9 +431,13 @@ class _DurableAgentRun:
             result = await Runner.run(agent, state, **resumed)
         return result
 
+    def ended(self) -> None:
+        """The run ended without an error: the calls left in flight it verified are resolved."""
+        resolve_verified_as_the_run_ends(self.verified_left_in_flight, self.answer_tools)
+
     def discard_last_answer(self, error: BaseException) -> None:
         """After a failure caused by the model's answers, make the next try ask the model again."""
-        if getattr(error, _TOOL_FAILURE, False):
+        if getattr(error, TOOL_FAILURE, False):
             return
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
@@ -460,23 +456,28 @@ def _approval_request(item: Any) -> ApprovalRequest:
     )
 
 
-install_run_hooks(_resolved_model, _invoked_tool, _note_failure)
-install_mcp_hooks(_note_failure)
+#: The SDK functions a journaled run replaces, in place only while one runs (see ``journaled``).
+SDK_HOOKS = SDKHooks(lambda: [*run_hooks(_resolved_model, _invoked_tool, note_failure), *mcp_hooks(note_failure)])
+# An SDK whose runs the adapter cannot journal is refused when the adapter is imported, not at a run.
+check_installed_sdk()
 
 
 @contextlib.contextmanager
-def _journaled(
+def journaled(
     journal: DurableJournal | None,
     durable_key: str | None,
     kwargs: dict[str, Any],
     input: Any,
     budget: UsageBudget | None = None,
-) -> Iterator[tuple[dict[str, Any], _DurableAgentRun | None]]:
-    """The ``Runner.run`` arguments to run, and the journaled run: durable inside a task, the user's outside."""
+) -> Iterator[tuple[dict[str, Any], DurableAgentRun | None]]:
+    """
+    The ``Runner.run`` arguments to run, and the journaled run: durable inside a task, the user's
+    outside. The SDK hooks are in place for as long as the journaled run is.
+    """
     if journal is None:
         yield kwargs, None
         return
-    _refuse_server_side_conversation(kwargs)
+    refuse_server_side_conversation(kwargs)
     if budget is not None:
         journal.use_budget(budget)
     if isinstance(input, RunState):
@@ -485,8 +486,8 @@ def _journaled(
         )
         yield kwargs, None
         return
-    with journal.run(key=durable_key) as run:
-        durable = _DurableAgentRun(run)
+    with SDK_HOOKS.installed(), journal.run(key=durable_key) as run:
+        durable = DurableAgentRun(run)
         try:
             yield {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}, durable
         except RunStopped as stopped:
@@ -497,3 +498,4 @@ def _journaled(
         except ToolOutputGuardrailTripwireTriggered as error:
             durable.discard_tool_outputs(error)
             raise
+        durable.ended()

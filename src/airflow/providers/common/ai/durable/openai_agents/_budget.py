@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agents import Usage
 
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
-from airflow.providers.common.ai.durable.openai_agents._in_flight import RunStopped
+from airflow.providers.common.ai.durable.openai_agents._stops import RunStopped, stopping
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
@@ -44,8 +44,10 @@ async def admitted_by_budget(
     try:
         return ledger, await ledger.admit(model, key, getattr(settings, "max_tokens", None))
     except Exception as refused:
+        journal.stats.refusals[key] = str(refused)  # the step's summary says why it has no result
         if carried:
             raise RunStopped(refused) from None
+        stopping(refused)
         raise
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow.providers.common.ai.durable.core.scope import running_step
+from airflow.providers.common.ai.durable.openai_agents._sdk_hooks import Replacement
 
 #: The ``_meta`` key under which a journaled MCP tool call sends its idempotency key to the server.
 IDEMPOTENCY_KEY_META = "airflow.apache.org/idempotency-key"
@@ -36,8 +37,6 @@ SDK_MODULE_NAMES: dict[str, tuple[str, ...]] = {"agents.mcp.util": ("MCPUtil",)}
 #: public way reads or sets it, and a replayed call must carry it as the live one did.
 CUSTOM_DATA = "_custom_data"
 PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {CUSTOM_DATA: lambda: _a_tool_context()}
-
-_HOOKED = "_airflow_durable_hook"
 
 
 class MCPToolError(Exception):
@@ -125,19 +124,18 @@ def mcp_origin(tool: Any) -> tuple[Any, str] | None:
     return getattr(tool, _ORIGIN, None)
 
 
-def install_mcp_hooks(note_failure: Callable[[BaseException], None]) -> None:
+def mcp_hooks(note_failure: Callable[[BaseException], None]) -> list[Replacement]:
     """
-    Route, once per process, the SDK's MCP tool invocation through :class:`_JournaledServer`
+    The replacements that route the SDK's MCP tool invocation through :class:`_JournaledServer`
     while a journaled tool call runs; ``note_failure`` marks that call as failed. Outside a
     journaled call (no durable run, or a replayed call, which never invokes) nothing changes.
     Each function tool the SDK makes of an MCP tool also keeps its server and tool name (see
-    :func:`mcp_origin`), where its in-flight policy is found.
+    :func:`mcp_origin`), where its in-flight policy is found. Installed while a durable run runs
+    (``_sdk_hooks.SDKHooks``), around the methods in place then.
     """
     from agents.mcp.util import MCPUtil
 
     invoke = inspect.getattr_static(MCPUtil, "invoke_mcp_tool").__func__
-    if getattr(invoke, _HOOKED, False):
-        return
     to_function_tool = inspect.getattr_static(MCPUtil, "to_function_tool").__func__
 
     def tagged_function_tool(cls: Any, tool: Any, server: Any, *args: Any, **kwargs: Any) -> Any:
@@ -146,7 +144,6 @@ def install_mcp_hooks(note_failure: Callable[[BaseException], None]) -> None:
         return function_tool
 
     tagged_function_tool.__doc__ = to_function_tool.__doc__
-    MCPUtil.to_function_tool = classmethod(tagged_function_tool)  # type: ignore[method-assign,assignment]
 
     async def invoke_mcp_tool(cls: Any, server: Any, tool: Any, context: Any, input_json: str, **kwargs: Any) -> Any:
         step = running_step()
@@ -155,6 +152,8 @@ def install_mcp_hooks(note_failure: Callable[[BaseException], None]) -> None:
             server = _JournaledServer(server, key, note_failure)
         return await invoke(cls, server, tool, context, input_json, **kwargs)
 
-    setattr(invoke_mcp_tool, _HOOKED, True)
     invoke_mcp_tool.__doc__ = invoke.__doc__
-    MCPUtil.invoke_mcp_tool = classmethod(invoke_mcp_tool)  # type: ignore[method-assign,assignment]
+    return [
+        Replacement(MCPUtil, "to_function_tool", classmethod(tagged_function_tool)),
+        Replacement(MCPUtil, "invoke_mcp_tool", classmethod(invoke_mcp_tool)),
+    ]

@@ -36,7 +36,7 @@ from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
 )
 
 if TYPE_CHECKING:
-    from airflow.providers.common.ai.durable.openai_agents._agent_run import _DurableAgentRun
+    from airflow.providers.common.ai.durable.openai_agents._agent_run import DurableAgentRun
 
 #: Options that keep the conversation on the provider's servers, which a replayed call never reaches.
 SERVER_SIDE_CONVERSATION_OPTIONS = ("previous_response_id", "conversation_id", "auto_previous_response_id")
@@ -54,10 +54,10 @@ _TRANSPORT_SETTINGS = frozenset(
         "prompt_cache_options",
     }
 )
-_RESPONSES = TypeAdapter(ModelResponse)
+RESPONSES = TypeAdapter(ModelResponse)
 
 
-def _refuse_server_side_conversation(kwargs: dict[str, Any]) -> None:
+def refuse_server_side_conversation(kwargs: dict[str, Any]) -> None:
     for option in SERVER_SIDE_CONVERSATION_OPTIONS:
         if kwargs.get(option):
             raise ValueError(
@@ -72,7 +72,7 @@ def _refuse_server_side_conversation(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _model_name(model: Model) -> str:
+def model_name_of(model: Model) -> str:
     return str(getattr(model, "model", None) or type(model).__name__)
 
 
@@ -104,7 +104,7 @@ def _describe_output_schema(schema: Any) -> dict[str, Any] | None:
     return {"name": schema.name(), "schema": schema.json_schema(), "strict": schema.is_strict_json_schema()}
 
 
-def _request(name: str, call: dict[str, Any]) -> dict[str, Any]:
+def request_of(name: str, call: dict[str, Any]) -> dict[str, Any]:
     """What a model call asks, as its fingerprint sees it."""
     return {
         "model": name,
@@ -121,7 +121,7 @@ def _request(name: str, call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _as_the_client_built_it(recorded: Any) -> ModelResponse | None:
+def as_the_client_built_it(recorded: Any) -> ModelResponse | None:
     """
     A recorded answer whose output items do not validate only because fields are missing or null, loaded
     as the ``openai`` client loaded it: without validation (it builds answers so, and the SDK used
@@ -142,13 +142,13 @@ def _as_the_client_built_it(recorded: Any) -> ModelResponse | None:
                 return None
             items.append(built)
     try:
-        rest = _RESPONSES.validate_python({**recorded, "output": []})
+        rest = RESPONSES.validate_python({**recorded, "output": []})
     except ValidationError:
         return None
     return dataclasses.replace(rest, output=items)
 
 
-def _completed_event(response: ModelResponse, model_name: str) -> ResponseCompletedEvent:
+def completed_event(response: ModelResponse, model_name: str) -> ResponseCompletedEvent:
     """The ``response.completed`` event of a replayed answer: its items, and no usage (no request was made)."""
     completed = Response.model_construct(
         id=response.response_id or "replayed",
@@ -170,10 +170,10 @@ def _arguments(local_names: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in local_names.items() if name != "self"}
 
 
-class _DurableModel(Model):
+class DurableModel(Model):
     """A model of a durable run: each call goes through the run's journal."""
 
-    def __init__(self, wrapped: Model, name: str, durable: _DurableAgentRun) -> None:
+    def __init__(self, wrapped: Model, name: str, durable: DurableAgentRun) -> None:
         self.wrapped = wrapped
         self.name = name
         self.durable = durable
@@ -228,16 +228,16 @@ class _DurableModel(Model):
         return getattr(self.wrapped, name)
 
 
-class _DurableModelProvider(ModelProvider):
+class DurableModelProvider(ModelProvider):
     """The model provider of a journaled run: resolves names as the wrapped one does, and marks the run."""
 
-    def __init__(self, wrapped: ModelProvider, durable: _DurableAgentRun, *, owned: bool) -> None:
+    def __init__(self, wrapped: ModelProvider, durable: DurableAgentRun, *, owned: bool) -> None:
         self.wrapped = wrapped
         self.durable = durable
         #: The SDK would have created the wrapped provider, and closed it after the run: _run does.
         self.owned = owned
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _DurableModelProvider:
+    def __deepcopy__(self, memo: dict[int, Any]) -> DurableModelProvider:
         # Run machinery, not data: a copied result or run state shares it (it reaches the journal's lock).
         return self
 

@@ -16,23 +16,27 @@ from agents.tracing import custom_span
 
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.runs import DurableRun
+from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
+    masks_tracing_from_the_start_of_an_untraced_run,
+)
 
-# The logger of the module this code was in before the layout moved it: log settings name it.
-log = logging.getLogger("airflow.providers.common.ai.durable.openai_agents")
+log = logging.getLogger(__name__)
 
 #: As many session items as a session can hold: the whole history, whatever its settings' limit.
 _ALL_ITEMS = 2**62
 
 
-async def _rewind_session(session: Session, run: DurableRun, input: Any, run_config: RunConfig) -> None:
+async def rewind_session(session: Session, run: DurableRun, input: Any, run_config: RunConfig) -> None:
     """
     Put ``session`` back to what the first try of this run found (R-35), so that the SDK adds the
     input once and the model calls ask what they asked then. The first try records how many items
     the session held and their digest; a retry removes the items added after those, unless the
     earlier items changed since (another writer): then it leaves the session alone and the run
-    goes live, warning why. With the run's tracing disabled, the session's own spans are too.
+    goes live, warning why. With the run's tracing disabled, the session's own spans are too,
+    where the SDK disables those of its own reads.
     """
-    with custom_span("durable session", disabled=True) if run_config.tracing_disabled else contextlib.nullcontext():
+    masked = run_config.tracing_disabled and masks_tracing_from_the_start_of_an_untraced_run()
+    with custom_span("durable session", disabled=True) if masked else contextlib.nullcontext():
         await _put_back(session, run, input)
 
 

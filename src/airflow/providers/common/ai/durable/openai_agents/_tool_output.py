@@ -122,30 +122,41 @@ def _decode(value: Any) -> Any:
     raise ValueError(f"unknown recorded value {tag!r}")
 
 
-def _nested(value: Any) -> Iterator[tuple[Any, int]]:
-    """Every value inside a JSON value (dict keys included) with its depth, without recursion."""
-    stack = [(value, 1)]
-    while stack:
-        value, depth = stack.pop()
-        yield value, depth
-        if isinstance(value, dict):
-            stack.extend((part, depth + 1) for item in value.items() for part in item)
-        elif isinstance(value, list):
-            stack.extend((item, depth + 1) for item in value)
+def _levels(value: Any) -> Iterator[list[Any]]:
+    """
+    The values inside a JSON value (dict keys included), level by level from ``[value]``, without
+    recursion. Not value by value, with its depth: a generator step per value of a large output cost seconds.
+    """
+    level = [value]
+    while level:
+        yield level
+        deeper: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                deeper.extend(item)
+                deeper.extend(item.values())
+            elif isinstance(item, list):
+                deeper.extend(item)
+        level = deeper
+
+
+def _is_deeper_than(value: Any, levels: int) -> bool:
+    return any(depth > levels for depth, _ in enumerate(_levels(value), start=1))
 
 
 def _check_storable(stored: Any) -> None:
-    for value, depth in _nested(stored):
+    for depth, level in enumerate(_levels(stored), start=1):
         if depth > _MAX_NESTING:
             raise ToolOutputNotRecordable(f"its output is nested deeper than {_MAX_NESTING} levels")
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value.encode()
-            except UnicodeEncodeError as error:
-                raise ToolOutputNotRecordable(
-                    f"its output holds text that is not valid Unicode ({error.reason}: "
-                    f"{error.object[error.start : error.end]!r}), which the journal cannot store"
-                ) from None
+        for value in level:
+            if isinstance(value, str) and not value.isascii():
+                try:
+                    value.encode()
+                except UnicodeEncodeError as error:
+                    raise ToolOutputNotRecordable(
+                        f"its output holds text that is not valid Unicode ({error.reason}: "
+                        f"{error.object[error.start : error.end]!r}), which the journal cannot store"
+                    ) from None
 
 
 def _validated(stored: Any, declared: Any) -> Any:
@@ -202,7 +213,7 @@ def encode_tool_output(output: Any, declared: Any = None) -> dict[str, Any]:
 def decode_tool_output(recorded: Any, declared: Any = None) -> Any:
     """The value :func:`encode_tool_output` recorded; ``ValueError`` if it cannot be read."""
     try:
-        if any(depth > _MAX_NESTING + 1 for _, depth in _nested(recorded)):
+        if _is_deeper_than(recorded, _MAX_NESTING + 1):
             raise ValueError(f"it is nested deeper than {_MAX_NESTING} levels")
         if "declared" in recorded:
             if declared is None:

@@ -6,15 +6,23 @@ tool's failure policy turned into text for the model while the call runs, and th
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from airflow.providers.common.ai.durable.core.in_flight import DEFAULT_POLICY, RERUN, InFlightPolicy, Verified
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.openai_agents._mcp import mcp_origin
+from airflow.providers.common.ai.durable.openai_agents._sdk_private import raised_checking_arguments, runs_in_a_thread
 
-_TOOL_FAILURE = "_airflow_durable_tool_failure"
+log = logging.getLogger(__name__)
+
+TOOL_FAILURE = "_airflow_durable_tool_failure"
 
 # The exceptions a tool's failure policy turned into text for the model, while that tool call runs.
 _handled_failures: contextvars.ContextVar[list[BaseException] | None] = contextvars.ContextVar(
@@ -22,9 +30,20 @@ _handled_failures: contextvars.ContextVar[list[BaseException] | None] = contextv
 )
 
 
-def _note_failure(error: BaseException) -> None:
+def note_failure(error: BaseException) -> None:
     if (failures := _handled_failures.get()) is not None:
         failures.append(error)
+
+
+@contextlib.contextmanager
+def noting_failures() -> Iterator[list[BaseException]]:
+    """The failures a tool's failure policy turned into text inside this block (one tool call)."""
+    failures: list[BaseException] = []
+    token = _handled_failures.set(failures)
+    try:
+        yield failures
+    finally:
+        _handled_failures.reset(token)
 
 
 def current_idempotency_key() -> str:
@@ -111,3 +130,68 @@ def policy_of(tool: Any) -> InFlightPolicy:
         if isinstance(policy, InFlightPolicy):
             return policy.for_tool(name)
     return DEFAULT_POLICY
+
+
+async def invoked_to_its_end(invoke: Callable[[], Awaitable[Any]], tool: Any, call: str) -> tuple[Any, bool]:
+    """
+    The result of one tool call (``None`` if it did not end well), and whether the try was stopped
+    while it ran. A plain ``def`` tool runs in a thread that nothing stops: when the run is
+    cancelled meanwhile (the task's ``execution_timeout``, a kill, a sibling call's failure), the
+    call runs to its end first, so that it never takes effect after the try ended, while the next
+    try's ``verify`` looks or the call runs again; it stays in flight for that policy. An
+    ``async def`` tool stops at its next ``await``.
+    """
+    from agents.exceptions import ModelBehaviorError
+
+    try:
+        return await _invoked_to_its_end(invoke, tool, call)
+    except ModelBehaviorError as error:
+        # Raised by the tool's own code, it is the tool's failure: the answer that asked for it
+        # still replays. Raised checking the answer's arguments, it is the model's (R-53).
+        if not raised_checking_arguments(error):
+            setattr(error, TOOL_FAILURE, True)
+        raise
+
+
+async def _invoked_to_its_end(invoke: Callable[[], Awaitable[Any]], tool: Any, call: str) -> tuple[Any, bool]:
+    if not runs_in_a_thread(tool):
+        return await invoke(), False
+    loop = asyncio.get_running_loop()
+    if loop not in _loops_with_call_threads:
+        # Public asyncio: the SDK's asyncio.to_thread runs the tool in the loop's default executor.
+        loop.set_default_executor(_CallThreads())
+        _loops_with_call_threads.add(loop)
+    step = running_step()
+    running = asyncio.ensure_future(invoke())
+    try:
+        return await asyncio.shield(running), False
+    except asyncio.CancelledError:
+        if not running.done():
+            log.warning(
+                "Durable: the try was stopped while %s ran in a thread, which nothing stops; the try ends "
+                "once the call has, so that the call never takes effect after the try",
+                call,
+            )
+            # Blocking the loop: the SDK waits only a moment for a cancelled tool call, then moves on.
+            concurrent.futures.wait(_call_threads.pop(step, []))
+        while not running.done():
+            # The SDK cancels a stopped run's tool calls more than once: each cancel is the same stop.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({running})
+        return (None if running.cancelled() or running.exception() else running.result()), True
+
+
+#: The event loops whose default executor is a ``_CallThreads``, and the work each running tool call gave it.
+_loops_with_call_threads: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_call_threads: weakref.WeakKeyDictionary[Any, list[concurrent.futures.Future[Any]]] = weakref.WeakKeyDictionary()
+
+
+class _CallThreads(concurrent.futures.ThreadPoolExecutor):
+    """A loop's default executor that notes which journaled tool call (its running step) gave it work."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        if (step := running_step()) is not None:
+            futures = _call_threads.setdefault(step, [])
+            futures[:] = [*(f for f in futures if not f.done()), future]
+        return future

@@ -1,0 +1,1 @@
+"""The provider's commands of the ``airflow`` CLI (``airflow common-ai ...``)."""
