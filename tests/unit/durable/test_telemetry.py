@@ -237,7 +237,20 @@ def test_with_traces_and_metrics_off_the_listener_makes_nothing(monkeypatch):
     listener = DurableTelemetry.configured()
 
     assert (listener.tracer, listener.stats) == (None, None)
-    assert telemetry.instrument_agent_sdk() is False
+
+
+def test_the_agent_sdks_traces_stay_out_of_opentelemetry_where_the_process_has_no_tracer_provider(monkeypatch):
+    from opentelemetry import trace
+
+    from airflow.providers.common.ai.durable.openai_agents import _telemetry
+
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(_telemetry, "_decided", None)
+
+    assert _telemetry.send_sdk_traces_to_the_tracer_provider() is False
+    # Decided once for the process: a later run does not look again.
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: pytest.fail("looked again"))
+    assert _telemetry.send_sdk_traces_to_the_tracer_provider() is False
 
 
 def test_with_traces_and_metrics_on_the_listener_uses_airflows_tracer_provider_and_stats_traces_from_airflow_3(

@@ -6,10 +6,9 @@ deployment sets (``[common.ai] model_prices``), the traces and metrics of each s
 of the running task instance, and the wording of the core's messages that names Airflow's
 settings and the provider's entry points.
 
-:data:`AIRFLOW_HOST` is that host; :func:`host_for_try` is it for one journal's try. Importing
-this module changes nothing in the core: the ``durable.airflow`` package makes it the default of
-the process for code outside any journal (the journal page, an export), and an entry point
-passes it where it looks up the running task's journal.
+:data:`AIRFLOW_HOST` is that host (``Host.for_try`` makes it one journal's). Importing this
+module changes nothing in the core: the ``durable.airflow`` package makes it the default host of
+the process, which the framework adapters look up the running task's journal with.
 """
 
 from __future__ import annotations
@@ -168,10 +167,3 @@ AIRFLOW_HOST = Host(
 def use_airflow_host() -> None:
     """Make :data:`AIRFLOW_HOST` the default host of this process; the ``durable.airflow`` package calls it once."""
     use_by_default(AIRFLOW_HOST)
-
-
-def host_for_try(
-    try_number: int, *, budget_first_try: int = 1, after_each_run: Callable[[DurableJournal], None] | None = None
-) -> Host:
-    """:data:`AIRFLOW_HOST` for the journal of try ``try_number`` of a task instance."""
-    return AIRFLOW_HOST.for_try(try_number, budget_first_try=budget_first_try, after_each_run=after_each_run)

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 from airflow.exceptions import AirflowConfigException
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST, host_for_try
 from airflow.providers.common.ai.durable.airflow.summaries import (
     FAILED,
     UNFINISHED,
@@ -20,6 +19,7 @@ from airflow.providers.common.ai.durable.airflow.summaries import (
     write_summary,
 )
 from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
+from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
@@ -159,10 +159,12 @@ def journal_of_running_task() -> DurableJournal | None:
     key = _try_key(context["ti"])
     journal = _journals.get(key)
     if journal is None:
-        storage = EncryptedStorage(storage_for_task(context), AIRFLOW_HOST)
+        # The Airflow host: the durable.airflow package made it the default of the process.
+        host = current_host()
+        storage = EncryptedStorage(storage_for_task(context), host)
         try_number = context["ti"].try_number
         summaries = summary_store_for_task(context)
-        host = host_for_try(
+        host = host.for_try(
             try_number,
             budget_first_try=_first_try_of_budget(context),
             after_each_run=functools.partial(_keep_summary, summaries, try_number=try_number),
@@ -224,7 +226,8 @@ def journal_left_by_earlier_tries(ti: Any) -> DurableJournal | None:
     context = get_template_context()
     if context.get("task_state_store") is None and not configured_cache_path():
         return None
-    return DurableJournal(EncryptedStorage(storage_for_task(context), AIRFLOW_HOST), host=AIRFLOW_HOST)
+    host = current_host()
+    return DurableJournal(EncryptedStorage(storage_for_task(context), host), host=host)
 
 
 def take_journal(ti: Any) -> DurableJournal | None:

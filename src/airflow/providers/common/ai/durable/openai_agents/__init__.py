@@ -4,37 +4,17 @@ OpenAI Agents SDK runs, journaled: :func:`run_durably` and :func:`run_durably_sy
 They take the arguments of ``Runner.run`` and ``Runner.run_sync``. Inside a running Airflow task
 every model call and every function-tool call of the run is recorded in the task instance's
 journal when it completes; on a retry the calls the failed try completed return their recorded
-results, and only the rest reach the model or run. This package is the only one that knows the SDK:
-the run's SDK side in ``_agent_run``, the model in ``_model``, function tools in ``_tools``, MCP
-in ``_mcp``, sessions in ``_sessions``, tool outputs in ``_tool_output``, and every private name
-of the SDK it uses in ``_sdk_private``.
+results, and only the rest reach the model or run. This package is the only one that knows the SDK,
+and this module only names what it offers: the runs are in ``_run``, the run's SDK side in
+``_agent_run``, the model in ``_model``, function tools in ``_tools``, MCP in ``_mcp``, sessions
+in ``_sessions``, tool outputs in ``_tool_output``, and every private name of the SDK it uses in
+``_sdk_private``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
-import contextvars
-import logging
-import sys
-from collections.abc import Callable
-from typing import Any
-
-from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST
-from airflow.providers.common.ai.durable.core.budget import UsageBudget
-from airflow.providers.common.ai.durable.core.journal import DurableJournal
-from airflow.providers.common.ai.durable.core.scope import current_journal, running_step
-
 try:
-    from agents import (
-        Agent,
-        MaxTurnsExceeded,
-        Runner,
-        RunResult,
-        RunResultStreaming,
-    )
-    from agents.run import AgentRunner
+    import agents  # noqa: F401
 except ImportError as error:  # pragma: no cover - openai-agents is a dependency
     from airflow.exceptions import AirflowOptionalProviderFeatureException
 
@@ -42,212 +22,11 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
         "Durable agent runs need the OpenAI Agents SDK: pip install openai-agents"
     ) from error
 
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.in_flight import Happened
-from airflow.providers.common.ai.durable.openai_agents._agent_run import journaled
-from airflow.providers.common.ai.durable.openai_agents._model import (
-    SERVER_SIDE_CONVERSATION_OPTIONS,
-    DurableModelProvider,
-)
-from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
-    close_runner_owned_model_provider,
-    ensure_model_provider_cleanup,
-)
-from airflow.providers.common.ai.durable.openai_agents._sessions import rewind_session
+from airflow.providers.common.ai.durable.openai_agents._model import SERVER_SIDE_CONVERSATION_OPTIONS
+from airflow.providers.common.ai.durable.openai_agents._run import run_durably, run_durably_streamed, run_durably_sync
 from airflow.providers.common.ai.durable.openai_agents._tools import current_idempotency_key, in_flight
-
-log = logging.getLogger(__name__)
-
-
-def _task_journal() -> DurableJournal | None:
-    """The journal of an enclosing journal scope, else the one the Airflow binding binds to the running task."""
-    return current_journal(AIRFLOW_HOST)
-
-
-async def _run(
-    journal: DurableJournal | None,
-    durable_key: str | None,
-    agent: Agent,
-    input: Any,
-    kwargs: dict[str, Any],
-    budget: UsageBudget | None = None,
-) -> RunResult:
-    with journaled(journal, durable_key, kwargs, input, budget) as (kwargs, durable):
-        provider = getattr(kwargs.get("run_config"), "model_provider", None)
-        if durable is not None and (session := kwargs.get("session")) is not None:
-            await rewind_session(session, durable.run, input, kwargs["run_config"])
-        try:
-            result = await Runner.run(agent, input, **kwargs)
-            if durable is not None:
-                result = await durable.continued_past_approvals(agent, result, kwargs)
-                durable.stops.check()
-        except Exception:
-            if durable is not None:
-                # A tool, its failure_error_function or the SDK made a stop inside a call into another error.
-                durable.stops.check()
-            raise
-        finally:
-            if isinstance(provider, DurableModelProvider) and provider.owned:
-                # The SDK would have created and closed this provider itself: closed as it does.
-                await close_runner_owned_model_provider(provider.wrapped)
-    parent = running_step()
-    if journal is not None and result.interruptions and parent is not None and parent.run.journal is journal:
-        parent.keep_live("a run it started stopped for an approval, so the call did not complete")
-    return result
-
-
-def _checked(durable_key: Any) -> str | None:
-    if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
-        raise ValueError(
-            f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
-        )
-    return durable_key
-
-
-def _kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJournal | None:
-    """``journal``, kept after success if this run asks for it (one run asking is enough)."""
-    if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
-        journal.keep_after_success = bool(keep_journal)
-    return journal
-
-
-def _checked_budget(budget: Any) -> UsageBudget | None:
-    if budget is not None and not isinstance(budget, UsageBudget):
-        raise TypeError(
-            f"budget must be a UsageBudget, for example UsageBudget(max_total_tokens=100_000), not {budget!r}"
-        )
-    return budget
-
-
-async def run_durably(
-    agent: Agent,
-    input: Any,
-    *,
-    durable_key: str | None = None,
-    budget: UsageBudget | None = None,
-    keep_journal: bool | None = None,
-    **kwargs: Any,
-) -> RunResult:
-    """
-    ``Runner.run(agent, input, **kwargs)``, journaled in the running task instance's journal.
-
-    On a retry the model and function-tool calls the failed try completed return their recorded
-    results; the rest run live. Outside an Airflow task it is exactly ``Runner.run``. Inside one,
-    refuses ``previous_response_id``, ``conversation_id`` and ``auto_previous_response_id`` with a
-    ``ValueError``. With a ``session``, a retry first removes from the session what the failed
-    try added to it, so the session holds the conversation once.
-
-    A run is matched to its recorded run by what its first model call asks. Runs that ask the
-    same and start concurrently (``asyncio.gather``, a thread pool) are told apart by
-    ``durable_key``: a string that names the run, the same on every try (``durable_key="alice"``).
-
-    ``budget``: a :class:`UsageBudget` over all tries of the task instance, shared by every run
-    of the task: a live model request that would pass it is not sent and the task fails without
-    retry. A task has one budget: another one given to a later run of the same try is refused.
-    Outside a task there are no tries to count and the budget is not applied.
-
-    ``keep_journal``: keep the task instance's journal when it succeeds (archived for ``[common.ai]
-    kept_journal_retention_days``, to export, replay in a test or fork), or not, over ``[common.ai]
-    keep_journals``. One run of the task asking for it keeps the whole journal.
-    """
-    durable_key, budget = _checked(durable_key), _checked_budget(budget)
-    # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
-    journal = _kept(await asyncio.to_thread(_task_journal), keep_journal)
-    return await _run(journal, durable_key, agent, input, kwargs, budget)
-
-
-class _DurableRunner(AgentRunner):
-    """The SDK's runner, whose ``run_sync`` drives the journaled run: its loop, cancellation and errors."""
-
-    def __init__(self, journal: DurableJournal | None, durable_key: str | None, budget: UsageBudget | None) -> None:
-        self.journal = journal
-        self.durable_key = durable_key
-        self.budget = budget
-
-    async def run(self, starting_agent: Agent, input: Any, **kwargs: Any) -> RunResult:
-        return await _run(self.journal, self.durable_key, starting_agent, input, kwargs, self.budget)
-
-
-def run_durably_sync(
-    agent: Agent,
-    input: Any,
-    *,
-    durable_key: str | None = None,
-    budget: UsageBudget | None = None,
-    keep_journal: bool | None = None,
-    **kwargs: Any,
-) -> RunResult:
-    """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
-    durable_key, budget = _checked(durable_key), _checked_budget(budget)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
-        journal = _kept(_task_journal(), keep_journal)
-    else:
-        journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
-    if journal is None:
-        return Runner.run_sync(agent, input, **kwargs)
-    return _DurableRunner(journal, durable_key, budget).run_sync(agent, input, **kwargs)
-
-
-def _off_the_loop(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a thread of its own, in this context: the running event loop must not run it."""
-    context = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(context.run, function, *args).result()
-
-
-def run_durably_streamed(
-    agent: Agent,
-    input: Any,
-    *,
-    durable_key: str | None = None,
-    budget: UsageBudget | None = None,
-    keep_journal: bool | None = None,
-    **kwargs: Any,
-) -> RunResultStreaming:
-    """
-    ``Runner.run_streamed(agent, input, **kwargs)``, journaled as :func:`run_durably` is.
-
-    Each model call is recorded when its stream completes. On a retry a replayed call passes on
-    its recorded answer as one ``response.completed`` event: ``stream_events()`` yields the same
-    run-item events (messages, tool calls, tool outputs, handoffs), but not the raw token deltas of
-    replayed calls. A stream cut off mid-call was never recorded, and runs again. A request the
-    ``budget`` refuses ends the stream with the error that fails the task.
-    """
-    durable_key, budget = _checked(durable_key), _checked_budget(budget)
-    # Bound, and a session put back, off the event loop: a storage's set-up may run an event loop
-    # of its own (s3fs does), and the run must not start before the session is back.
-    journal = _kept(_off_the_loop(_task_journal), keep_journal)
-    if journal is None:
-        return Runner.run_streamed(agent, input, **kwargs)
-    run = contextlib.ExitStack()
-    try:
-        kwargs, durable = run.enter_context(journaled(journal, durable_key, kwargs, input, budget))
-        if durable is not None and (session := kwargs.get("session")) is not None:
-            _off_the_loop(asyncio.run, rewind_session(session, durable.run, input, kwargs["run_config"]))
-        result = Runner.run_streamed(agent, input, **kwargs)
-    except BaseException:
-        run.__exit__(*sys.exc_info())  # journaled records what the error means; it never swallows it
-        raise
-    provider = getattr(kwargs.get("run_config"), "model_provider", None)
-    if isinstance(provider, DurableModelProvider) and provider.owned:
-        # The SDK would have created this provider, and closed it when the stream's run ends.
-        ensure_model_provider_cleanup(result, lambda: close_runner_owned_model_provider(provider.wrapped))
-
-    def ended(_task: asyncio.Task[Any]) -> None:
-        error = result.run_loop_exception
-        if error is None and result.max_turns is not None and result.current_turn > result.max_turns:
-            error = MaxTurnsExceeded(f"Max turns ({result.max_turns}) exceeded")
-        if error is None:
-            run.close()
-        else:
-            run.__exit__(type(error), error, error.__traceback__)
-
-    assert result.run_loop_task is not None  # set by run_streamed
-    result.run_loop_task.add_done_callback(ended)
-    return result
-
 
 __all__ = [
     "SERVER_SIDE_CONVERSATION_OPTIONS",

@@ -7,30 +7,23 @@ and the arguments a journaled run runs with.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeGuard
 
 from agents import (
     Agent,
     FunctionTool,
-    MaxTurnsExceeded,
     Model,
-    ModelBehaviorError,
-    ModelRefusalError,
     ModelResponse,
-    OutputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
     RunResult,
-    ToolInputGuardrailTripwireTriggered,
     ToolOutputGuardrailTripwireTriggered,
     Usage,
 )
-from agents.run_state import RunState
 from openai.types.responses import (
     ResponseCompletedEvent,
     ResponseFunctionToolCall,
@@ -40,10 +33,8 @@ from pydantic import ValidationError
 
 from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
-from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
-from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
@@ -66,7 +57,6 @@ from airflow.providers.common.ai.durable.openai_agents._model import (
     as_the_client_built_it,
     completed_event,
     model_name_of,
-    refuse_server_side_conversation,
     request_of,
 )
 from airflow.providers.common.ai.durable.openai_agents._sdk_hooks import SDKHooks
@@ -92,15 +82,6 @@ from airflow.providers.common.ai.durable.openai_agents._tools import (
 )
 
 log = logging.getLogger(__name__)
-
-# Failures caused by the model's answers: replaying those answers would fail the same way (R-15).
-_ANSWER_FAILURES = (
-    MaxTurnsExceeded,
-    ModelBehaviorError,
-    ModelRefusalError,
-    OutputGuardrailTripwireTriggered,
-    ToolInputGuardrailTripwireTriggered,
-)
 
 
 async def _after_earlier_writes(step: JournalStep) -> None:
@@ -456,46 +437,7 @@ def _approval_request(item: Any) -> ApprovalRequest:
     )
 
 
-#: The SDK functions a journaled run replaces, in place only while one runs (see ``journaled``).
+#: The SDK functions a journaled run replaces, in place only while one runs (see ``_run.journaled``).
 SDK_HOOKS = SDKHooks(lambda: [*run_hooks(_resolved_model, _invoked_tool, note_failure), *mcp_hooks(note_failure)])
 # An SDK whose runs the adapter cannot journal is refused when the adapter is imported, not at a run.
 check_installed_sdk()
-
-
-@contextlib.contextmanager
-def journaled(
-    journal: DurableJournal | None,
-    durable_key: str | None,
-    kwargs: dict[str, Any],
-    input: Any,
-    budget: UsageBudget | None = None,
-) -> Iterator[tuple[dict[str, Any], DurableAgentRun | None]]:
-    """
-    The ``Runner.run`` arguments to run, and the journaled run: durable inside a task, the user's
-    outside. The SDK hooks are in place for as long as the journaled run is.
-    """
-    if journal is None:
-        yield kwargs, None
-        return
-    refuse_server_side_conversation(kwargs)
-    if budget is not None:
-        journal.use_budget(budget)
-    if isinstance(input, RunState):
-        log.warning(
-            "Durable: this run is not journaled and runs live on every try: a resumed RunState carries its own history"
-        )
-        yield kwargs, None
-        return
-    with SDK_HOOKS.installed(), journal.run(key=durable_key) as run:
-        durable = DurableAgentRun(run)
-        try:
-            yield {**kwargs, "run_config": durable.run_config(kwargs.get("run_config"))}, durable
-        except RunStopped as stopped:
-            raise stopped.error from None
-        except _ANSWER_FAILURES as error:
-            durable.discard_last_answer(error)
-            raise
-        except ToolOutputGuardrailTripwireTriggered as error:
-            durable.discard_tool_outputs(error)
-            raise
-        durable.ended()
