@@ -23,7 +23,7 @@
 # Only the tests use it; the provider never imports agents.testing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+((a|b|rc)[0-9]+)?$ ]]; then
     echo "usage: bash scripts/sdk_versions.sh VERSION [pytest arguments], for example 0.20.0" >&2
     exit 2
 fi
