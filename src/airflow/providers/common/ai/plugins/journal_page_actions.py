@@ -116,7 +116,7 @@ def render_actions(view: dict[str, Any], *, urls: dict[str, str], can_edit: bool
     source = f" (kept after success, until {_e(kept.get('kept_until'))})" if kept and not view.get("journal") else ""
     parts.append(
         f'<p class=actions><a id=download href="{_e(urls["download"])}" download>Download the journal file</a>'
-        f"{source}</p>"
+        f"{source}</p><script>{_DOWNLOAD_SCRIPT}</script>"
     )
     if not can_edit:
         return "".join(parts)
@@ -130,6 +130,20 @@ def render_actions(view: dict[str, Any], *, urls: dict[str, str], can_edit: bool
     )
     return "".join(parts)
 
+
+#: Airflow 3.2 frames the page in a sandbox without ``allow-downloads``, where a download link does
+#: nothing: a framed page hands the download to the UI's own document, which is of its origin.
+_DOWNLOAD_SCRIPT = """
+document.getElementById("download").addEventListener("click", (event) => {
+  let outer = null;
+  try { outer = window.parent !== window ? window.parent.document : null; } catch (error) { outer = null; }
+  if (!outer) return;
+  event.preventDefault();
+  const link = outer.createElement("a");
+  link.href = event.currentTarget.href; link.download = ""; link.style.display = "none";
+  outer.body.appendChild(link); link.click(); link.remove();
+});
+"""
 
 #: Sends the fork as JSON and shows the answer; on success the page shows the journal as forked.
 _FORK_SCRIPT = """
