@@ -23,10 +23,14 @@ try:
 except ImportError:  # Airflow 2.11
     from airflow.exceptions import AirflowTaskTerminated
 from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage, UndecryptableTextError
+from airflow.providers.common.ai.durable.core.host import PLAIN_HOST
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.journal_io import JournalIO
+from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
 IO_THREAD = "durable-journal-io"
 
@@ -295,6 +299,55 @@ def test_a_nested_run_started_while_writes_are_on_their_way_does_not_wait_on_its
     # A nested run's entries are in its top-level run's snapshot only by their step.
     assert sorted(storage.entries) == ["0", "0.1", "1.1", "1.2", "1.2.1.1"]
     assert list(snapshot(storage)) == ["1.1", "1.2"]
+
+
+def test_a_call_the_io_thread_makes_reads_at_once_and_sees_the_writes_queued_before_it():
+    # A try's summary, written by the I/O thread after a run, reads the budget: queued behind
+    # itself, that read would wait for ever (a replayed try on Airflow 3.3 hung there).
+    storage = RemoteStorage(delay=0.01)
+    storage.entries["stored"] = "as stored"
+    io = JournalIO(storage)
+    go = threading.Event()
+
+    def summary() -> tuple[Any, ...]:
+        assert go.wait(timeout=60)
+        return (
+            io.read_later("queued").result(timeout=10),
+            io.reads_later(["stored", "missing"])[0].result(timeout=10),
+            io.call(lambda: threading.current_thread().name),
+            io.settle(),
+        )
+
+    made = io.later(summary)
+    io.write("queued", "written after the summary was queued", lambda error: None)
+    go.set()
+
+    assert made.result(timeout=60) == ("written after the summary was queued", "as stored", IO_THREAD, None)
+    io.settle()
+    assert storage.entries["queued"] == "written after the summary was queued"
+
+
+def test_a_replayed_try_whose_summary_reads_its_budget_after_a_run_ends_does_not_wait_on_itself():
+    storage = RemoteStorage(delay=0.005)
+    budget = UsageBudget(max_requests=20)
+    Task(storage).attempt(payments_agent(ScriptedModel(script()), []), "Charge invoices 1 to 3.", budget=budget)
+    summaries: list[Any] = []
+    journal = DurableJournal(
+        storage, host=PLAIN_HOST.for_try(2, after_each_run=lambda journal: summaries.append(journal.stats.usage()))
+    )
+    charged: list[int] = []
+    done = threading.Event()
+
+    def retry() -> None:
+        # Every call replays, so no request reads the budget: the summary, on the I/O thread, does.
+        with journal_scope(journal):
+            run_durably_sync(payments_agent(ScriptedModel([]), charged), "Charge invoices 1 to 3.", budget=budget)
+        done.set()
+
+    threading.Thread(target=retry, daemon=True).start()
+    assert done.wait(timeout=60), "the summary's read of the budget waited on itself"
+    assert (journal.stats.replayed, charged) == (Counter(model=3, tool=3), [])
+    assert [summary.budget["spent"]["requests"] for summary in summaries] == [3]
 
 
 def test_reads_made_together_each_get_their_own_entry_or_error(fernet_key):

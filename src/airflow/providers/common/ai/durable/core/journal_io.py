@@ -10,7 +10,9 @@ write of the same key still waits replaces it: the store then sees one write, ne
 after a newer one. Reads read ahead: :meth:`JournalIO.read_later` queues a read and returns at once.
 
 A storage that must be called from the agent's own thread (``calls_in_background`` false: memory,
-``dag.test()``'s in-process task state store) gets every call made at once, in that thread.
+``dag.test()``'s in-process task state store) gets every call made at once, in that thread. So does
+a read or call that a queued call itself makes (a try's summary, written after a run, reads the
+budget): the thread cannot wait for a call queued behind the one it is making. Its writes queue.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ class JournalIO:
         self._working = False
         self._thread: threading.Thread | None = None
 
+    def _calls_at_once(self) -> bool:
+        """Whether a call is made at once, in the caller's thread: no thread of its own, or asked by that thread."""
+        return not self.in_background or threading.current_thread() is self._thread
+
     def write(self, key: str, text: str, done: Callable[[BaseException | None], None]) -> None:
         """
         Store ``text`` under ``key``; ``done`` is called once with the store's error (``None``
@@ -83,7 +89,7 @@ class JournalIO:
     def later(self, function: Callable[[], Any]) -> Future[Any]:
         """``function()``, queued behind every call before it: its future."""
         future: Future[Any] = Future()
-        if not self.in_background:
+        if self._calls_at_once():
             _run_into(future, function)
             return future
         with self._condition:
@@ -99,13 +105,19 @@ class JournalIO:
         Reads of ``keys`` queued now, together. Reads queued one after the other are made in one
         call of the storage's ``read_many``, up to its ``reads_at_once`` at a time.
         """
-        if not self.in_background:
-            return [self.later(functools.partial(self.storage.read, key)) for key in keys]
+        if self._calls_at_once():
+            # A write of the key still queued is what the store will hold: the read sees it.
+            return [self.later(functools.partial(self._read_at_once, key)) for key in keys]
         reads = [_Read(key) for key in keys]
         with self._condition:
             for read in reads:
                 self._enqueue(read)
         return [read.future for read in reads]
+
+    def _read_at_once(self, key: str) -> str | None:
+        with self._condition:
+            queued = self._queued_writes.get(key)
+        return queued.text if queued is not None else self.storage.read(key)
 
     def has_pending_calls(self) -> bool:
         with self._condition:
@@ -113,8 +125,8 @@ class JournalIO:
 
     def settle(self) -> None:
         """Wait until every call queued so far has been made (and each write's ``done`` called)."""
-        if not self.in_background:
-            return
+        if self._calls_at_once():
+            return  # the thread itself made every call queued before the one it is making
         with self._condition:
             self._condition.wait_for(lambda: not self._queue and not self._working)
 
