@@ -6,7 +6,8 @@
 #                                   [--files "tests/test_x.py ..."] [-- pytest arguments]
 #
 # 1. Downloads the source release (sdist) of the openai-agents version that
-#    constraints/airflow-3.3.txt pins, with pip, once: cached under .conformance/.
+#    constraints/airflow-3.3.txt pins (or SDK_VERSION, below), with pip, once: cached under
+#    .conformance/.
 # 2. Makes .conformance/venv (no system site packages; the project's venvs are left alone):
 #    this provider, editable, against constraints/airflow-3.3.txt, plus the SDK's test
 #    dependencies at the versions the SDK's own uv.lock pins (pytest among them: newer ones fail
@@ -26,7 +27,8 @@
 #               anything new; a retry that hangs counts too. Only that comparison is the verdict
 #               here: the retry calls the test's hooks and tracing a second time, so the test's
 #               own asserts are shown for information only.
-#    Each mode's pytest output is kept in .conformance/results/MODE.log.
+#    Each mode's pytest output is kept in .conformance/results/MODE.log (results-VERSION/ for
+#    another SDK_VERSION).
 # 4. Prints per mode the passed/failed counts and the failing test ids, marks those listed in
 #    scripts/sdk_conformance_allowed.txt (mode, test id, reason), writes the whole report to
 #    .conformance/results/summary.md, and exits 1 when a failure or a mismatch is not allowed, or
@@ -37,6 +39,15 @@
 #   JOBS        pytest-xdist workers (default 2; JOBS=0 runs in one process)
 #   TEST_TIMEOUT  seconds before a test that hangs fails (pytest-timeout; default 20)
 #   PYTHON      the interpreter that creates the venv (default python3, 3.10+)
+#   SDK_VERSION   the openai-agents release whose tests to run (default: the one
+#               constraints/airflow-3.3.txt pins). Another one installs against
+#               constraints/sdk-MINOR.txt (which must pin that release), into .conformance/venv-VERSION,
+#               with results in .conformance/results-VERSION, and is judged by
+#               scripts/sdk_conformance_allowed-MINOR.txt when there is one. Files of the list that
+#               its source release does not have are skipped (the output names them). A release
+#               without agents.testing (0.20) gets the test doubles of 0.21.0 in its venv, for the
+#               plugin's mode retry; its own tests use their FakeModel, which mode retry does not
+#               make answer by request.
 #
 # Each mode takes about a minute on 2 cores with JOBS=2 (shipped half that), besides the first
 # download and install. docs/conformance.rst says what is allowed and why.
@@ -47,6 +58,7 @@ CONSTRAINTS="$ROOT/constraints/airflow-3.3.txt"
 ALLOWED="$ROOT/scripts/sdk_conformance_allowed.txt"
 PLUGIN_DIR="$ROOT/scripts/sdk_conformance"
 VENV="$CONF/venv"
+RESULTS="$CONF/results"
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-2}"
 TEST_TIMEOUT="${TEST_TIMEOUT:-20}"
@@ -110,8 +122,26 @@ if [[ -z "$VERSION" ]]; then
     echo "constraints/airflow-3.3.txt pins no openai-agents version; add openai-agents==X.Y.Z" >&2
     exit 2
 fi
+if [[ -n "${SDK_VERSION:-}" && "$SDK_VERSION" != "$VERSION" ]]; then
+    if [[ ! "$SDK_VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+        echo "SDK_VERSION=$SDK_VERSION is not a release of openai-agents, for example 0.20.0" >&2
+        exit 2
+    fi
+    VERSION="$SDK_VERSION"
+    MINOR="${VERSION%.*}"
+    CONSTRAINTS="$ROOT/constraints/sdk-$MINOR.txt"
+    pinned="$(sed -n 's/^openai-agents==//p' "$CONSTRAINTS" 2>/dev/null || true)"
+    if [[ "$pinned" != "$VERSION" ]]; then
+        echo "SDK_VERSION=$VERSION needs constraints/sdk-$MINOR.txt pinning openai-agents==$VERSION" \
+            "(it pins: ${pinned:-nothing, or is missing})" >&2
+        exit 2
+    fi
+    VENV="$CONF/venv-$VERSION"
+    RESULTS="$CONF/results-$VERSION"
+    [[ ! -f "$ROOT/scripts/sdk_conformance_allowed-$MINOR.txt" ]] || ALLOWED="$ROOT/scripts/sdk_conformance_allowed-$MINOR.txt"
+fi
 SDK="$CONF/openai_agents-$VERSION"
-mkdir -p "$CONF/results"
+mkdir -p "$RESULTS"
 
 # 1. The venv (bare first: its pip downloads the sdist).
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -156,6 +186,38 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
         exit 1
     fi
     rm -f "$log"
+    if ! "$VENV/bin/python" -c "import agents.testing" 2>/dev/null; then
+        # As scripts/sdk_versions.sh does: the plugin's mode retry patches agents.testing.ScriptedModel.
+        echo "openai-agents $VERSION has no agents.testing: adding the test doubles of openai-agents 0.21.0"
+        wheels="$(mktemp -d)"
+        "$VENV/bin/python" -m pip download -q --no-deps "openai-agents==0.21.0" -d "$wheels" 2>&1 |
+            grep -v "^WARNING: Location '.*' is ignored" >&2 || true
+        "$VENV/bin/python" - "$wheels"/openai_agents-0.21.0-*.whl <<'PY'
+import os
+import sys
+import zipfile
+
+import agents
+
+target = os.path.join(os.path.dirname(agents.__file__), "testing")
+os.makedirs(target, exist_ok=True)
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    for name in ("__init__.py", "model.py", "sandbox.py"):
+        text = wheel.read(f"agents/testing/{name}").decode()
+        if name == "model.py":
+            # 0.20 converts a response's usage from its fields alone: nothing to attach.
+            text = text.replace("    _attach_normalized_usage,\n", "", 1).replace(
+                "from ..util._error_tracing import REDACTED_TRACE_ERROR_MESSAGE\n",
+                "from ..util._error_tracing import REDACTED_TRACE_ERROR_MESSAGE\n\n\n"
+                "def _attach_normalized_usage(target: Any, usage: Usage) -> None:\n    pass\n",
+                1,
+            )
+        with open(os.path.join(target, name), "w") as out:
+            out.write(text)
+PY
+        rm -rf "$wheels"
+        "$VENV/bin/python" -c "import agents.testing"
+    fi
     echo "$want" >"$stamp"
 fi
 # Some SDK tests look for the SDK's frames in tracebacks under tests/../src/agents: point that at
@@ -183,7 +245,15 @@ fi
 if [[ -n "$FILES" ]]; then
     read -r -a TARGETS <<<"$FILES"
 else
-    TARGETS=("${SDK_TEST_FILES[@]/#/tests/}")
+    # An older release may not have every file of the list yet.
+    TARGETS=()
+    missing=()
+    for file in "${SDK_TEST_FILES[@]}"; do
+        if [[ -f "$SDK/tests/$file" ]]; then TARGETS+=("tests/$file"); else missing+=("$file"); fi
+    done
+    if [[ ${#missing[@]} -gt 0 ]]; then
+        echo "openai-agents $VERSION has no ${#missing[@]} of the listed test files, skipped: ${missing[*]}"
+    fi
 fi
 XDIST=()
 [[ "$JOBS" == "0" ]] || XDIST=(-n "$JOBS")
@@ -200,12 +270,12 @@ for mode in $MODES; do
     # --tb=native: after a RecursionError pytest's own traceback formatting can crash a worker
     # (CPython 3.11: "AST constructor recursion depth mismatch"), ending the session early.
     PYTHONPATH="$PYPATH" "$VENV/bin/python" -m pytest -p durable_conformance -p no:cacheprovider \
-        --durable-mode="$mode" --durable-results="$CONF/results/$mode.jsonl" \
+        --durable-mode="$mode" --durable-results="$RESULTS/$mode.jsonl" \
         --timeout="$TEST_TIMEOUT" -q --no-header -rN --tb=native "${XDIST[@]}" "${TARGETS[@]}" "$@" \
-        >"$CONF/results/$mode.log" 2>&1 || true
-    tail -n 1 "$CONF/results/$mode.log"
-    echo "$((SECONDS - started))" >"$CONF/results/$mode.seconds"
+        >"$RESULTS/$mode.log" 2>&1 || true
+    tail -n 1 "$RESULTS/$mode.log"
+    echo "$((SECONDS - started))" >"$RESULTS/$mode.seconds"
 done
 
-exec "$VENV/bin/python" "$PLUGIN_DIR/summarize.py" --results "$CONF/results" --allowed "$ALLOWED" \
+exec "$VENV/bin/python" "$PLUGIN_DIR/summarize.py" --results "$RESULTS" --allowed "$ALLOWED" \
     --sdk-version "$VERSION" --source "$SOURCE" $MODES
