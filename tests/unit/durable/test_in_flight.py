@@ -572,3 +572,37 @@ def test_a_streamed_run_resolves_a_call_in_flight_as_a_run_does(policy):
 def test_a_policy_that_cannot_work_is_refused_when_it_is_made(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+def test_a_fork_that_keeps_a_call_in_flight_keeps_its_mark_and_its_policy_decides_on_the_next_try():
+    # Issue 32: a journal file forked at the step in flight; the forked task instance's next try
+    # asks the tool's verify function, and the refund is not made again.
+    from airflow.providers.common.ai.durable.core.journal_file import (
+        check_fork_point,
+        export_document,
+        journal_file_text,
+        read_journal_file,
+    )
+
+    task, payments = PaymentTask(), Payments()
+    died_in_the_call(task, payments, in_flight("verify", verify=payments.find))
+    document = export_document(
+        task.storage.entries,
+        task_instance={"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1},
+        source="journal",
+        exported_at="2026-12-06T00:00:00+00:00",
+    )
+    forked_file = read_journal_file(journal_file_text(document), dag_id="d", task_id="t")
+    assert [key for key, _ in forked_file.steps] == ["1.1", "1.2"]
+    check_fork_point(forked_file, 2)
+
+    fork = PaymentTask(InMemoryStorage())
+    fork.storage.entries.update(forked_file.entries(up_to=2))
+    assert fork.entries()["1.2"]["state"] == "in_flight"
+    second = ScriptedModel([[assistant_message("Refunded.")]])
+    fork.attempt(agent(second, payments.tool(in_flight("verify", verify=payments.find))))
+
+    assert len(payments.refunds) == 1  # made by the recorded try only
+    assert [key for key, _ in payments.verified] == [payments.refunds[0]]
+    assert tool_outputs(second) == [["refund 1 already made"]]
+    assert fork.replayed == Counter(model=1)
