@@ -148,9 +148,12 @@ def _stored(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
         from airflow.utils.session import create_session
         from sqlalchemy import select
 
+        # Airflow 3.4 keys the store by region: map_index became region_index.
+        index = getattr(TaskStateStoreModel, "region_index", None)
+        index = TaskStateStoreModel.map_index if index is None else index
         with create_session() as session:
             rows = session.execute(
-                select(TaskStateStoreModel.task_id, TaskStateStoreModel.map_index, TaskStateStoreModel.key).where(
+                select(TaskStateStoreModel.task_id, index, TaskStateStoreModel.key).where(
                     TaskStateStoreModel.dag_id == dag_id, TaskStateStoreModel.run_id == run_id
                 )
             )
