@@ -10,6 +10,7 @@ cannot take that load.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -85,9 +86,9 @@ class ServicesWithTriggerer(AirflowServices):
             f"run_id='{instance['dag_run_id']}', "
             f"try_number={instance['try_number']}"
         )
-        return self.service_log("scheduler").count(
-            f"Received executor event with state success for task instance {key}"
-        )
+        # Airflow 3.4 names the task instance by its id first: "... task instance <id> (coordinates=<key>)".
+        event = r"Received executor event with state success for task instance (?:\S+ \(coordinates=)?"
+        return len(re.findall(event + re.escape(key), self.service_log("scheduler")))
 
     def answer(self, dag_id: str, run_id: str, option: str) -> dict[str, Any]:
         """What a person's (or a bot's) PATCH of the request does; returns Airflow's answer."""
