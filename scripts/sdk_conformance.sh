@@ -53,6 +53,8 @@
 # download and install. docs/conformance.rst says what is allowed and why.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/_agents_testing.sh
+source "$ROOT/scripts/_agents_testing.sh"
 CONF="$ROOT/.conformance"
 CONSTRAINTS="$ROOT/constraints/airflow-3.3.txt"
 ALLOWED="$ROOT/scripts/sdk_conformance_allowed.txt"
@@ -186,38 +188,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
         exit 1
     fi
     rm -f "$log"
-    if ! "$VENV/bin/python" -c "import agents.testing" 2>/dev/null; then
-        # As scripts/sdk_versions.sh does: the plugin's mode retry patches agents.testing.ScriptedModel.
-        echo "openai-agents $VERSION has no agents.testing: adding the test doubles of openai-agents 0.21.0"
-        wheels="$(mktemp -d)"
-        "$VENV/bin/python" -m pip download -q --no-deps "openai-agents==0.21.0" -d "$wheels" 2>&1 |
-            grep -v "^WARNING: Location '.*' is ignored" >&2 || true
-        "$VENV/bin/python" - "$wheels"/openai_agents-0.21.0-*.whl <<'PY'
-import os
-import sys
-import zipfile
-
-import agents
-
-target = os.path.join(os.path.dirname(agents.__file__), "testing")
-os.makedirs(target, exist_ok=True)
-with zipfile.ZipFile(sys.argv[1]) as wheel:
-    for name in ("__init__.py", "model.py", "sandbox.py"):
-        text = wheel.read(f"agents/testing/{name}").decode()
-        if name == "model.py":
-            # 0.20 converts a response's usage from its fields alone: nothing to attach.
-            text = text.replace("    _attach_normalized_usage,\n", "", 1).replace(
-                "from ..util._error_tracing import REDACTED_TRACE_ERROR_MESSAGE\n",
-                "from ..util._error_tracing import REDACTED_TRACE_ERROR_MESSAGE\n\n\n"
-                "def _attach_normalized_usage(target: Any, usage: Usage) -> None:\n    pass\n",
-                1,
-            )
-        with open(os.path.join(target, name), "w") as out:
-            out.write(text)
-PY
-        rm -rf "$wheels"
-        "$VENV/bin/python" -c "import agents.testing"
-    fi
+    ensure_agents_testing "$VENV"
     echo "$want" >"$stamp"
 fi
 # Some SDK tests look for the SDK's frames in tracebacks under tests/../src/agents: point that at

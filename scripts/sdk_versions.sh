@@ -23,6 +23,8 @@
 # Only the tests use it; the provider never imports agents.testing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/_agents_testing.sh
+source "$ROOT/scripts/_agents_testing.sh"
 if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+((a|b|rc)[0-9]+)?$ ]]; then
     echo "usage: bash scripts/sdk_versions.sh VERSION [pytest arguments], for example 0.20.0" >&2
     exit 2
@@ -66,37 +68,7 @@ if [[ ! -x "$VENV/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]
         exit 1
     fi
     rm -f "$log"
-    if ! "$VENV/bin/python" -c "import agents.testing" 2>/dev/null; then
-        echo "openai-agents $SDK_VERSION has no agents.testing: adding the test doubles of openai-agents 0.21.0 for the tests"
-        wheels="$(mktemp -d)"
-        "$VENV/bin/python" -m pip download --disable-pip-version-check -q --no-deps "openai-agents==0.21.0" -d "$wheels" 2>&1 |
-            grep -v "^WARNING: Location '.*' is ignored" >&2 || true
-        "$VENV/bin/python" - "$wheels"/openai_agents-0.21.0-*.whl <<'EOF'
-import os
-import sys
-import zipfile
-
-import agents
-
-target = os.path.join(os.path.dirname(agents.__file__), "testing")
-os.makedirs(target, exist_ok=True)
-with zipfile.ZipFile(sys.argv[1]) as wheel:
-    for name in ("__init__.py", "model.py", "sandbox.py"):
-        text = wheel.read(f"agents/testing/{name}").decode()
-        if name == "model.py":
-            # 0.20 converts a response's usage from its fields alone: nothing to attach.
-            text = text.replace("    _attach_normalized_usage,\n", "", 1).replace(
-                "from ..util._error_tracing import REDACTED_TRACE_ERROR_MESSAGE\n",
-                "from ..util._error_tracing import REDACTED_TRACE_ERROR_MESSAGE\n\n\n"
-                "def _attach_normalized_usage(target: Any, usage: Usage) -> None:\n    pass\n",
-                1,
-            )
-        with open(os.path.join(target, name), "w") as out:
-            out.write(text)
-EOF
-        rm -rf "$wheels"
-        "$VENV/bin/python" -c "import agents.testing"
-    fi
+    ensure_agents_testing "$VENV"
     echo "$want" >"$stamp"
     echo "Installed in $((SECONDS - started)) s: $("$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(apache-airflow|openai-agents|openai|mcp) ' | tr -s ' ' | paste -sd, -)"
 fi
