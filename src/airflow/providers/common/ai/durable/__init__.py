@@ -3,12 +3,26 @@ Durable execution of agent tasks: a journal per task instance that a retry repla
 
 ``core/`` is the engine-neutral journal, ``airflow/`` binds it to Airflow, ``openai_agents`` adapts
 the OpenAI Agents SDK; see docs/layout.rst. Inside this provider the core runs in Airflow: importing
-the package imports the binding, which makes the Airflow host (``airflow/binding.py``) the default
-host of the process (``core/host.py``), before any adapter looks up the running task's journal.
-The core's own modules import nothing of Airflow and no module global of theirs is assigned.
+the package registers the Airflow host (``airflow/binding.py``) as the default host of the process
+(``core/host.py``), built the first time something asks for it (an adapter looking up the running
+task's journal, the page masking a text). The import itself runs nothing of Airflow or the binding,
+and no module global of the core is assigned from outside it.
 """
 
 from __future__ import annotations
 
-# Not ``import airflow.providers...``: that would bind this package's name ``airflow`` to Airflow itself.
-from airflow.providers.common.ai.durable import airflow as _airflow_binding  # noqa: F401
+from typing import TYPE_CHECKING
+
+from airflow.providers.common.ai.durable.core.host import use_by_default
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.durable.core.host import Host
+
+
+def _airflow_host() -> Host:
+    from airflow.providers.common.ai.durable.airflow.binding import AIRFLOW_HOST
+
+    return AIRFLOW_HOST
+
+
+use_by_default(_airflow_host)

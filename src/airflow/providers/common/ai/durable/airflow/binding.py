@@ -7,8 +7,8 @@ of the running task instance, and the wording of the core's messages that names 
 settings and the provider's entry points.
 
 :data:`AIRFLOW_HOST` is that host (``Host.for_try`` makes it one journal's). Importing this
-module changes nothing in the core: the ``durable.airflow`` package makes it the default host of
-the process, which the framework adapters look up the running task's journal with.
+module changes nothing in the core: the ``durable`` package registers it as the default host of the
+process, which the framework adapters look up the running task's journal with.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.airflow import telemetry
 from airflow.providers.common.ai.durable.core import prices
-from airflow.providers.common.ai.durable.core.host import Host, HostWording, use_by_default
+from airflow.providers.common.ai.durable.core.host import Host, HostWording
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
@@ -162,8 +162,3 @@ AIRFLOW_HOST = Host(
     bound_journal_of_running_task=_bound_journal_of_running_task,
     wording=AIRFLOW_WORDING,
 )
-
-
-def use_airflow_host() -> None:
-    """Make :data:`AIRFLOW_HOST` the default host of this process; the ``durable.airflow`` package calls it once."""
-    use_by_default(AIRFLOW_HOST)

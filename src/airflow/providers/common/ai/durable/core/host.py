@@ -11,8 +11,9 @@ own settings or entry points comes from it too (:class:`HostWording`).
 A journal is given its host when it is built (``DurableJournal(storage, host=...)``). Code that
 runs outside any journal (masking a text for a page, decrypting a journal to export it, checking
 an ``in_flight`` policy as a DAG is parsed) uses :func:`current_host`: the host of an enclosing
-:func:`hosting` block, else the default of the process (:func:`use_by_default`, which the
-system's binding calls once, for Airflow ``durable/airflow``), else :data:`PLAIN_HOST`, the host
+:func:`hosting` block, else the default of the process (:func:`use_by_default`, registered once
+by the package that binds the core to its system, for Airflow the ``durable`` package, and built
+on first use), else :data:`PLAIN_HOST`, the host
 of the core used alone: no keys, nothing masked, ``RuntimeError`` for failures, no listeners.
 """
 
@@ -132,7 +133,8 @@ def _redactor_of(secrets_redactor: Callable[[], Callable[[Any], Any]]) -> Callab
 PLAIN_HOST = Host()
 
 _hosted: ContextVar[Host | None] = ContextVar("durable_host", default=None)
-_default: list[Host] = []
+#: The default host of the process, or the function that builds it on first use.
+_default: list[Host | Callable[[], Host]] = []
 
 
 def current_host() -> Host:
@@ -140,7 +142,13 @@ def current_host() -> Host:
     host = _hosted.get()
     if host is not None:
         return host
-    return _default[0] if _default else PLAIN_HOST
+    if not _default:
+        return PLAIN_HOST
+    found = _default[0]
+    if not isinstance(found, Host):
+        # Two threads may both build it: a binding returns the one host it defines.
+        found = _default[0] = found()
+    return found
 
 
 @contextlib.contextmanager
@@ -153,10 +161,12 @@ def hosting(host: Host) -> Iterator[Host]:
         _hosted.reset(token)
 
 
-def use_by_default(host: Host) -> None:
+def use_by_default(host: Host | Callable[[], Host]) -> None:
     """
     Make ``host`` the default of this process, for code outside any :func:`hosting` block: the
-    binding of the system the core runs in calls it once. A second, other default is refused.
+    package that binds the core to a system calls it once. Given a function, the host is built by
+    it the first time one is needed, so that registering it runs nothing of the system. A second,
+    other default is refused.
     """
     if _default and _default[0] is not host:
         raise ValueError(f"the process already has a default host: {_default[0]!r}")
