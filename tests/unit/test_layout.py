@@ -292,76 +292,19 @@ PRIVATE_NAMES = {name: _private_names_defined(tree) for name, tree in TREES.item
 
 #: Private members read across modules for now, as (the module that reads, the name). Each is the
 #: same object cut in two; the cut is being redrawn (issue 35) and the list shrinks with it.
-#: - The journal core's parts (journal, runs, steps, stats, budget, journal_file, journal_view)
-#:   read each other's state and constants while its boundaries are redrawn.
+#: - The journal core's parts (journal, runs, steps, stats, budget) read each other's state while
+#:   its boundaries are redrawn.
 #: - A step's stored name (``JournalStep._stored_name``), read by the adapters' in-flight resolution.
 #: - The journal page's map index, which its Airflow 2.11 view shares; the testing package's replay
 #:   helpers, which the scripted model shares.
 PRIVATE_READS_FOR_NOW = {
-    *((f"{CORE}.budget", name) for name in ("_INDEX_KEY", "_io", "_looked_up")),
-    *(
-        (f"{CORE}.journal", name)
-        for name in (
-            "_DONE",
-            "_INDEX_KEY",
-            "_IN_FLIGHT",
-            "_Lookup",
-            "_NO_SNAPSHOT",
-            "_READ_AHEAD",
-            "_Runs",
-            "_ahead",
-            "_another_call",
-            "_json_text",
-            "_looked_up",
-            "_running_step",
-            "_snapshot_key",
-            "_starts_with",
-            "_stored",
-            "_text_of",
-        )
-    ),
-    *((f"{CORE}.journal_file", name) for name in ("_INDEX_KEY", "_READABLE_FORMATS", "_json_text", "_parsed")),
-    (f"{CORE}.journal_view", "_INDEX_KEY"),
+    (f"{CORE}.budget", "_io"),
+    *((f"{CORE}.journal", name) for name in ("_Runs", "_ahead", "_running_step", "_stored")),
     *(
         (f"{CORE}.runs", name)
-        for name in (
-            "_DISCARDED",
-            "_DONE",
-            "_IN_FLIGHT",
-            "_Lookup",
-            "_NO_SNAPSHOT",
-            "_READ_AHEAD",
-            "_STARTED",
-            "_WHY_LIVE",
-            "_another_call",
-            "_calls_left_in_flight",
-            "_io",
-            "_json_text",
-            "_mark",
-            "_number",
-            "_parsed",
-            "_replace_mark",
-            "_runs_taken_over",
-            "_snapshot_key",
-            "_snapshot_of",
-            "_text_of",
-        )
+        for name in ("_calls_left_in_flight", "_io", "_mark", "_number", "_replace_mark", "_runs_taken_over")
     ),
-    *(
-        (f"{CORE}.steps", name)
-        for name in (
-            "_DISCARDED",
-            "_DONE",
-            "_FAILED",
-            "_IN_FLIGHT",
-            "_MASKED",
-            "_count_saved",
-            "_diverge",
-            "_not_recorded",
-            "_running_step",
-            "_write",
-        )
-    ),
+    *((f"{CORE}.steps", name) for name in ("_count_saved", "_diverge", "_not_recorded", "_running_step", "_write")),
     *((f"{adapter}._in_flight", "_stored_name") for adapter in ADAPTERS),
     (f"{PACKAGE}.plugins.journal_page_fab", "_map_index"),
     *((f"{PACKAGE}.testing.scripted", name) for name in ("_check_key", "_fingerprinted_with")),

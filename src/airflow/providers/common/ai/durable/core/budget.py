@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core import events
 from airflow.providers.common.ai.durable.core.encryption import UndecryptableTextError
-from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, FORMAT_VERSION, _looked_up
+from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION, INDEX_KEY, lookup_of
 from airflow.providers.common.ai.durable.core.prices import MOST_USD, counted_usd, format_usd, price_of
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The journal's key of what the tries of its budget spent (beside the index's, never an entry's).
-BUDGET_KEY = f"{_INDEX_KEY}.budget"
+BUDGET_KEY = f"{INDEX_KEY}.budget"
 #: What a budget limits, as its fields and the ledger name them.
 AMOUNTS = ("requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd")
 
@@ -113,7 +113,7 @@ class BudgetLedger:
     def _spent_by_try(self) -> dict[int, dict[str, float]]:
         if self._tries is None:
             read = self.journal._io.read_later(BUDGET_KEY)
-            entry, problem = _looked_up(read)
+            entry, problem = lookup_of(read)
             # A store that failed to answer may answer the next try; an entry no key decrypts or
             # this release cannot read never will, and a try that starts a budget counts none of it.
             set_aside = problem is not None and self.first_try == self.try_number and _never_readable(read)

@@ -24,11 +24,11 @@ log = logging.getLogger(__name__)
 #: so that a call whose run changed and whose tool no longer has its name is resolved as it allowed.
 #: Formats 2 to 6 replay as they are: their fingerprints are the ones this release computes.
 FORMAT_VERSION = 7
-_READABLE_FORMATS = frozenset({2, 3, 4, 5, 6, 7})
+READABLE_FORMATS = frozenset({2, 3, 4, 5, 6, 7})
 
-# The states of an entry: only a done one replays. A started entry holds a new run's number; an
+#: The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.
-_DONE, _IN_FLIGHT, _STARTED, _FAILED, _DISCARDED, _MASKED = (
+DONE, IN_FLIGHT, STARTED, FAILED, DISCARDED, MASKED = (
     "done",
     "in_flight",
     "started",
@@ -36,32 +36,23 @@ _DONE, _IN_FLIGHT, _STARTED, _FAILED, _DISCARDED, _MASKED = (
     "discarded",
     "masked",
 )
-# Why an entry in each other state runs live. Keyed by object: a state read from storage may be anything.
-_WHY_LIVE: dict[object, str] = {
-    _MASKED: "its recorded result held a secret and is stored masked",
-    _FAILED: "it failed on an earlier try",
-    _DISCARDED: "an earlier try discarded it",
-    _STARTED: "an earlier try started it and never finished it",
-}
 #: The entry naming every step that runs were started under, for clean-up (no run is numbered 0).
-_INDEX_KEY = "0"
-#: How many recorded entries a replaying run reads ahead of its claims, where reads are round trips.
-_READ_AHEAD = 8
+INDEX_KEY = "0"
 #: What sets a run's snapshot aside: a snapshot of no entries.
-_NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entries": {}}, separators=(",", ":"))
+NO_SNAPSHOT = json.dumps({"format": FORMAT_VERSION, "kind": "snapshot", "entries": {}}, separators=(",", ":"))
 
 
-#: A recorded entry read ahead, or why it could not be read.
-_Lookup = tuple[dict[str, Any] | None, str | None]
+#: A recorded entry as read (``None`` if there is none), or why it could not be read.
+Lookup = tuple[dict[str, Any] | None, str | None]
 
 
-def _looked_up(read: Future[str | None]) -> _Lookup:
+def lookup_of(read: Future[str | None]) -> Lookup:
     """The entry a read found (``None`` if there is none), or why it cannot be read."""
-    text, problem = _text_of(read)
-    return (None, problem) if text is None else _parsed(text)
+    text, problem = text_of(read)
+    return (None, problem) if text is None else parsed_entry(text)
 
 
-def _text_of(read: Future[str | None]) -> tuple[str | None, str | None]:
+def text_of(read: Future[str | None]) -> tuple[str | None, str | None]:
     """The text a read found (``None`` if there is none), or why the store could not read it."""
     try:
         return read.result(), None
@@ -69,7 +60,7 @@ def _text_of(read: Future[str | None]) -> tuple[str | None, str | None]:
         return None, f"the store could not read it: {error}"
 
 
-def _parsed(text: str) -> _Lookup:
+def parsed_entry(text: str) -> Lookup:
     """The entry ``text`` holds, or why it cannot be read."""
     try:
         entry = json.loads(text)
@@ -77,10 +68,10 @@ def _parsed(text: str) -> _Lookup:
         return None, f"the recorded entry is not JSON: {type(error).__name__}: {str(error)[:200]}"
     if not isinstance(entry, dict):
         return None, "the recorded entry is not a JSON object"
-    if entry.get("format") not in _READABLE_FORMATS:
+    if entry.get("format") not in READABLE_FORMATS:
         return None, (
             f"the recorded entry has format {entry.get('format')!r} (an earlier release wrote it), "
-            f"this release reads formats {', '.join(map(str, sorted(_READABLE_FORMATS)))}"
+            f"this release reads formats {', '.join(map(str, sorted(READABLE_FORMATS)))}"
         )
     return entry, None
 
@@ -90,7 +81,7 @@ _UTF8_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=("
 _ASCII_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """``value`` as compact JSON, kept in UTF-8 but for a lone surrogate, which only loads back escaped."""
     text = _UTF8_JSON.encode(value)
     try:
@@ -100,18 +91,19 @@ def _json_text(value: Any) -> str:
     return text
 
 
-def _snapshot_key(path: str) -> str:
-    return f"{_INDEX_KEY}.{path}"
+def snapshot_key(path: str) -> str:
+    """The key of the snapshot of the top-level run ``path``: every entry of the run, beside the index."""
+    return f"{INDEX_KEY}.{path}"
 
 
 def is_snapshot_key(key: str) -> bool:
     """Whether ``key`` holds a run's snapshot rather than an entry."""
-    return key.startswith(f"{_INDEX_KEY}.")
+    return key.startswith(f"{INDEX_KEY}.")
 
 
-def _snapshot_of(read: Future[str | None]) -> dict[int, str]:
+def snapshot_entries_of(read: Future[str | None]) -> dict[int, str]:
     """The entries of the snapshot a read found, by position; none if there is none or it cannot be read."""
-    entry, problem = _looked_up(read)
+    entry, problem = lookup_of(read)
     entries = entry.get("entries") if entry is not None and entry.get("kind") == "snapshot" else None
     if not isinstance(entries, dict) or not all(isinstance(text, str) for text in entries.values()):
         if problem or entry is not None:
@@ -121,17 +113,17 @@ def _snapshot_of(read: Future[str | None]) -> dict[int, str]:
     return {int(position): text for position, text in entries.items() if position.isascii() and position.isdigit()}
 
 
-def _another_call(entry: dict[str, Any], kind: str) -> str:
+def why_another_call(entry: dict[str, Any], kind: str) -> str:
     """Why a recorded call of another kind or name is not this call of ``kind``."""
     if entry.get("kind") == kind:
         return f"the {kind} changed: the recorded call there is {kind} {entry.get('name')!r}"
     return f"the recorded call there is {entry.get('kind')} {entry.get('name')!r}"
 
 
-def _starts_with(entry: dict[str, Any] | None, identity: tuple[str, str, str | None, str]) -> bool:
+def run_starts_with(entry: dict[str, Any] | None, identity: tuple[str, str, str | None, str]) -> bool:
     """
     Whether a recorded run whose first entry is ``entry`` starts with the call ``identity`` names,
-    as :meth:`DurableJournal._number` compares them: its fingerprint under any key of ``[core] fernet_key``.
+    as :meth:`DurableJournal.number_run` compares them: its fingerprint under any key of ``[core] fernet_key``.
     """
     if entry is None:
         return False

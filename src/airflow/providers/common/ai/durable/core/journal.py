@@ -36,22 +36,21 @@ from airflow.providers.common.ai.durable.core import prices
 from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY, BudgetLedger, UsageBudget
 from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.core.entries import (
-    _DONE,
-    _IN_FLIGHT,
-    _INDEX_KEY,
-    _NO_SNAPSHOT,
-    _READ_AHEAD,
+    DONE,
     FORMAT_VERSION,
-    _another_call,
-    _json_text,
-    _looked_up,
-    _Lookup,
-    _snapshot_key,
-    _starts_with,
-    _text_of,
+    IN_FLIGHT,
+    INDEX_KEY,
+    NO_SNAPSHOT,
+    Lookup,
+    json_text,
+    lookup_of,
+    run_starts_with,
+    snapshot_key,
+    text_of,
+    why_another_call,
 )
 from airflow.providers.common.ai.durable.core.host import Host, current_host
-from airflow.providers.common.ai.durable.core.journal_io import JournalIO
+from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD, JournalIO
 from airflow.providers.common.ai.durable.core.runs import CallLeftInFlight, DurableRun, _Runs
 from airflow.providers.common.ai.durable.core.scope import _running_step
 from airflow.providers.common.ai.durable.core.stats import JournalStats
@@ -188,7 +187,7 @@ class DurableJournal:
 
     def _number(
         self, run: DurableRun, kind: str, name: str, fingerprint: str | None, parts: dict[str, Any] | None = None
-    ) -> tuple[_Lookup | None, str | None]:
+    ) -> tuple[Lookup | None, str | None]:
         """
         Give ``run`` its number from what its first call asks. Return the first entry of the
         recorded run it matched (``None`` for a new number), and why it matched none of the
@@ -206,7 +205,7 @@ class DurableJournal:
                 recorded = [] if run.parent is not None and run.parent.nothing_recorded else self._recorded_runs(parent)
                 runs = self._runs_under[parent] = _Runs(list(recorded))
             untaken = [n for n in range(1, len(runs.recorded) + 1) if n not in runs.taken]
-            matching = [n for n in untaken if _starts_with(runs.recorded[n - 1][0], identity)]
+            matching = [n for n in untaken if run_starts_with(runs.recorded[n - 1][0], identity)]
             twins: set[int] = set()
             if run.key is None and fingerprint is not None:
                 # Runs this one cannot be told apart from: those asking the same in flight now, and
@@ -252,7 +251,7 @@ class DurableJournal:
         for n in untaken:
             entry = runs.recorded[n - 1][0]
             if entry is not None and entry.get("kind") == kind:
-                return None, f"{reason}; the first call of recorded run {n}: {_another_call(entry, kind)}"
+                return None, f"{reason}; the first call of recorded run {n}: {why_another_call(entry, kind)}"
         return None, reason
 
     def _runs_taken_over(self, run: DurableRun) -> list[str]:
@@ -296,10 +295,10 @@ class DurableJournal:
     def _marks_of(self, path: str, start: int) -> list[CallLeftInFlight] | None:
         """The calls in flight in the recorded run ``path`` from ``start`` on; ``None`` if no such run is recorded."""
         entries: list[dict[str, Any]] = []
-        while len(entries) % _READ_AHEAD == 0:  # a batch of reads at a time, to the first gap
-            keys = [f"{path}.{n}" for n in range(len(entries) + 1, len(entries) + 1 + _READ_AHEAD)]
+        while len(entries) % READ_AHEAD == 0:  # a batch of reads at a time, to the first gap
+            keys = [f"{path}.{n}" for n in range(len(entries) + 1, len(entries) + 1 + READ_AHEAD)]
             found = itertools.takewhile(
-                lambda lookup: lookup[0] is not None, map(_looked_up, self._io.reads_later(keys))
+                lambda lookup: lookup[0] is not None, map(lookup_of, self._io.reads_later(keys))
             )
             read = [entry for entry, _ in found if entry is not None]
             entries += read
@@ -310,7 +309,7 @@ class DurableJournal:
         return [
             CallLeftInFlight(self, f"{path}.{position}", entry, entries[: position - 1])
             for position, entry in enumerate(entries, start=1)
-            if position >= start and entry.get("state") == _IN_FLIGHT
+            if position >= start and entry.get("state") == IN_FLIGHT
         ]
 
     def _replace_mark(self, key: str, entry: dict[str, Any]) -> None:
@@ -322,13 +321,13 @@ class DurableJournal:
         problem = run.fence() if run is not None and run.snapshots else None
         if problem is None and run is None and "." not in path and self._io.in_background:
             # The run's snapshot holds the mark: set it aside, as a try that writes an entry of its run does.
-            self._io.write(_snapshot_key(path), _NO_SNAPSHOT, functools.partial(_mark_replaced, key))
+            self._io.write(snapshot_key(path), NO_SNAPSHOT, functools.partial(_mark_replaced, key))
         if problem is not None:
             _mark_replaced(key, problem)
             return
-        self._io.write(key, _json_text(entry), functools.partial(_mark_replaced, key))
+        self._io.write(key, json_text(entry), functools.partial(_mark_replaced, key))
 
-    def _recorded_runs(self, parent: str) -> Iterator[_Lookup]:
+    def _recorded_runs(self, parent: str) -> Iterator[Lookup]:
         """The first entries of the runs recorded under ``parent``, numbered without gaps."""
         for number in count(1):
             found = self._read_entry(f"{parent}.{number}.1" if parent else f"{number}.1")
@@ -368,11 +367,11 @@ class DurableJournal:
             # The parents an unreadable index named are lost: the clean-up looks under every step.
             entry["complete"] = False
         self._index_stored = True
-        self._io.write(_INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
+        self._io.write(INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
 
     def _stored_parents(self) -> set[str]:
         if self._parents is None:
-            entry, problem = self._read_entry(_INDEX_KEY)
+            entry, problem = self._read_entry(INDEX_KEY)
             self._index_stored = (entry, problem) != (None, None)
             parents = entry.get("parents") if entry else None
             if entry is not None and not isinstance(parents, list):
@@ -389,9 +388,9 @@ class DurableJournal:
             self._parents = {p for p in parents if isinstance(p, str)} if isinstance(parents, list) else set()
         return self._parents
 
-    def _read_entry(self, key: str) -> _Lookup:
+    def _read_entry(self, key: str) -> Lookup:
         """The entry under ``key`` (``None`` if there is none), or why it cannot be read."""
-        return _looked_up(self._io.read_later(key))
+        return lookup_of(self._io.read_later(key))
 
     def _write(self, step: JournalStep, entry: dict[str, Any], *, what: str) -> bool:
         """
@@ -399,14 +398,14 @@ class DurableJournal:
         store refuses is reported when the store answers.
         """
         try:
-            text = _json_text(entry)
+            text = json_text(entry)
         except (TypeError, ValueError, RecursionError) as error:
             return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
         run = step.run
         problem = run.fence() if run.snapshots else None
         if problem is not None:
             return self._not_recorded(step, what, problem)
-        done = entry["state"] == _DONE
+        done = entry["state"] == DONE
 
         def stored(error: BaseException | None) -> None:
             if run.snapshots:
@@ -462,7 +461,7 @@ class DurableJournal:
                 keys = [f"{path}.{position}" for position in range(1, known + 1)]
                 for position in count(known + 1) if run is None or not run.numbered_new else ():
                     read = run._ahead.pop(position, None) if run is not None else None
-                    if _looked_up(read or self._io.read_later(f"{path}.{position}")) == (None, None):
+                    if lookup_of(read or self._io.read_later(f"{path}.{position}")) == (None, None):
                         break
                     keys.append(f"{path}.{position}")
                 if not keys:
@@ -471,15 +470,15 @@ class DurableJournal:
                     # A snapshot first: once it is gone, what is left of the run is read entry by entry.
                     stored = run.snapshot_in_store() if run is not None else None
                     if stored is None:
-                        stored = _text_of(self._io.read_later(_snapshot_key(path))) != (None, None)
+                        stored = text_of(self._io.read_later(snapshot_key(path))) != (None, None)
                     if stored:
-                        yield _snapshot_key(path)
+                        yield snapshot_key(path)
                 yield from keys
                 if not self._index_complete:
                     parents.extend(key for key in keys if key not in looked_under)
                     looked_under.update(keys)
         if self._index_stored:
-            yield _INDEX_KEY
+            yield INDEX_KEY
         if self._budget_noted:
             yield BUDGET_KEY
 

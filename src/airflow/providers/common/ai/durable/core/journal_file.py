@@ -24,12 +24,12 @@ from typing import Any
 
 from airflow.providers.common.ai.durable.core.encryption import ENCRYPTED_PREFIX, UndecryptableTextError, decrypt_text
 from airflow.providers.common.ai.durable.core.entries import (
-    _INDEX_KEY,
-    _READABLE_FORMATS,
     FORMAT_VERSION,
-    _json_text,
-    _parsed,
+    INDEX_KEY,
+    READABLE_FORMATS,
     is_snapshot_key,
+    json_text,
+    parsed_entry,
 )
 from airflow.providers.common.ai.durable.core.journal_view import key_order
 
@@ -60,18 +60,18 @@ class JournalFile:
     def entries(self, up_to: int | None = None) -> dict[str, str]:
         """The stored form of the steps (the first ``up_to`` of them), by key, with an index naming their nested runs."""
         steps = self.steps if up_to is None else self.steps[:up_to]
-        texts = {key: _json_text(entry) for key, entry in steps}
+        texts = {key: json_text(entry) for key, entry in steps}
         parents = sorted({key.rsplit(".", 1)[0].rsplit(".", 1)[0] for key, _ in steps if key.count(".") >= 3})
         index: dict[str, Any] = {"format": FORMAT_VERSION, "kind": "index", "parents": parents}
         if self.forked_from is not None:
             index["forked_from"] = self.forked_from
-        texts[_INDEX_KEY] = json.dumps(index, separators=(",", ":"))
+        texts[INDEX_KEY] = json.dumps(index, separators=(",", ":"))
         return texts
 
 
 def is_step_key(key: str) -> bool:
     """Whether ``key`` holds a step's entry (not the index, a snapshot or a budget's spending)."""
-    return key != _INDEX_KEY and not is_snapshot_key(key) and "." in key
+    return key != INDEX_KEY and not is_snapshot_key(key) and "." in key
 
 
 def fingerprint_key_of(fingerprint: Any) -> str | None:
@@ -97,17 +97,17 @@ def export_document(
     not_readable: list[dict[str, str]] = []
     forked_from = None
     for key in sorted(stored, key=key_order):
-        if not is_step_key(key) and key != _INDEX_KEY:
+        if not is_step_key(key) and key != INDEX_KEY:
             continue
         try:
             text = decrypt_text(stored[key]) if stored[key].startswith(ENCRYPTED_PREFIX) else stored[key]
         except UndecryptableTextError as error:
             not_decrypted.append({"key": key, "reason": str(error)})
             continue
-        entry, problem = _parsed(text)
+        entry, problem = parsed_entry(text)
         if entry is None:
             not_readable.append({"key": key, "reason": problem or "it is empty"})
-        elif key == _INDEX_KEY:
+        elif key == INDEX_KEY:
             forked_from = entry.get("forked_from")
         else:
             steps.append({"key": key, "entry": entry})
@@ -136,14 +136,14 @@ def journal_file_text(document: dict[str, Any]) -> str:
 
 def forked_from_of(stored: dict[str, str]) -> dict[str, Any] | None:
     """What the index of a journal given as its stored texts says it was forked from, or ``None``."""
-    text = stored.get(_INDEX_KEY)
+    text = stored.get(INDEX_KEY)
     if not text:
         return None
     try:
         text = decrypt_text(text) if text.startswith(ENCRYPTED_PREFIX) else text
     except UndecryptableTextError:
         return None
-    entry, _ = _parsed(text)
+    entry, _ = parsed_entry(text)
     forked_from = entry.get("forked_from") if isinstance(entry, dict) else None
     return forked_from if isinstance(forked_from, dict) else None
 
@@ -186,10 +186,10 @@ def read_journal_file(
         entry = step.get("entry") if isinstance(step, dict) else None
         if not isinstance(key, str) or not is_step_key(key) or not isinstance(entry, dict):
             raise JournalFileError(f"{name}: step {position} has no key or no entry; {_EXPORT_AGAIN}")
-        if entry.get("format") not in _READABLE_FORMATS:
+        if entry.get("format") not in READABLE_FORMATS:
             raise JournalFileError(
                 f"{name}: step {key} has entry format {entry.get('format')!r}, which this release does not read "
-                f"(it reads {', '.join(map(str, sorted(_READABLE_FORMATS)))})"
+                f"(it reads {', '.join(map(str, sorted(READABLE_FORMATS)))})"
             )
         read.append((key, entry))
     read.sort(key=lambda step: key_order(step[0]))

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: How long the thread waits for more calls before it ends (a later call starts a new one).
 _IDLE_SECONDS = 2.0
+#: How many entries are read in one batch where reads are round trips: a replaying run's reads
+#: ahead of its claims, and the reads of a recorded run's calls left in flight.
+READ_AHEAD = 8
 
 
 class _Write:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.providers.common.ai.durable.core.entries import _INDEX_KEY, is_snapshot_key
+from airflow.providers.common.ai.durable.core.entries import INDEX_KEY, is_snapshot_key
 from airflow.providers.common.ai.durable.core.in_flight import ASKED_META, RESOLUTION_META
 
 #: How deep runs nest on the page; a run under more steps than that shows at the top, by its key.
@@ -105,7 +105,7 @@ def journal_view(entries: dict[str, str]) -> list[RunView]:
     """The top-level runs of a journal given as its stored entries (key to text), nested runs under their steps."""
     runs: dict[str, RunView] = {}
     steps: dict[str, StepView] = {}
-    for key in sorted((key for key in entries if key != _INDEX_KEY and not is_snapshot_key(key)), key=key_order):
+    for key in sorted((key for key in entries if key != INDEX_KEY and not is_snapshot_key(key)), key=key_order):
         if "." not in key:
             continue
         path = key.rsplit(".", 1)[0]

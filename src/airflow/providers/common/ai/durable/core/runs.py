@@ -16,29 +16,38 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.core.entries import (
-    _DISCARDED,
-    _DONE,
-    _IN_FLIGHT,
-    _NO_SNAPSHOT,
-    _READ_AHEAD,
-    _STARTED,
-    _WHY_LIVE,
+    DISCARDED,
+    DONE,
+    FAILED,
     FORMAT_VERSION,
-    _another_call,
-    _json_text,
-    _Lookup,
-    _parsed,
-    _snapshot_key,
-    _snapshot_of,
-    _text_of,
+    IN_FLIGHT,
+    MASKED,
+    NO_SNAPSHOT,
+    STARTED,
+    Lookup,
+    json_text,
+    parsed_entry,
+    snapshot_entries_of,
+    snapshot_key,
+    text_of,
+    why_another_call,
 )
 from airflow.providers.common.ai.durable.core.in_flight import RESOLUTION_META
+from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD
 from airflow.providers.common.ai.durable.core.steps import JournalStep, idempotency_key_of
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
 
 log = logging.getLogger(__name__)
+
+# Why an entry in each other state runs live. Keyed by object: a state read from storage may be anything.
+_WHY_LIVE: dict[object, str] = {
+    MASKED: "its recorded result held a secret and is stored masked",
+    FAILED: "it failed on an earlier try",
+    DISCARDED: "an earlier try discarded it",
+    STARTED: "an earlier try started it and never finished it",
+}
 
 
 class DurableRun:
@@ -104,7 +113,7 @@ class DurableRun:
         claims them first, in the order it wants them to keep on every try.
         """
         new_run = False
-        found: _Lookup | None = None
+        found: Lookup | None = None
         if not self.path:
             found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
             new_run = self.numbered_new = found is None
@@ -127,11 +136,11 @@ class DurableRun:
             self._look_up(step, found)
         if new_run:
             # The first entry of a run under a new number holds that number from now on.
-            step._mark(_STARTED, "start mark")
+            step._mark(STARTED, "start mark")
         log.debug("Durable: claimed step=%s replayed=%s", step.describe(), step.replayed)
         return step
 
-    def _look_up(self, step: JournalStep, found: _Lookup | None) -> None:
+    def _look_up(self, step: JournalStep, found: Lookup | None) -> None:
         entry, problem = found if found is not None else self._recorded_entry(step.position)
         if problem:
             self._diverge(step, problem)
@@ -143,17 +152,17 @@ class DurableRun:
         if (entry.get("kind"), entry.get("name")) == (step.kind, step.name):
             step.take_recorded_fingerprint(entry.get("fingerprint"))
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
-            self._diverge(step, _another_call(entry, step.kind))
+            self._diverge(step, why_another_call(entry, step.kind))
         elif entry.get("fingerprint") != step.fingerprint:
             self._diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
         elif entry.get("follows") != step.follows:
             self._diverge(step, "an earlier call of this run changed since it was recorded")
-        elif state == _IN_FLIGHT:
+        elif state == IN_FLIGHT:
             # Its outcome is unknown: the adapter resolves it by its tool's policy (R-56).
             step.interrupted = True
             meta = entry.get("meta")
             step.meta = meta if isinstance(meta, dict) else {}
-        elif state == _DONE:
+        elif state == DONE:
             step.replayed = True
             step.result = entry.get("result")
             step.meta = entry.get("meta") or {}
@@ -163,17 +172,17 @@ class DurableRun:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
 
-    def _open_snapshot(self, found: _Lookup | None) -> None:
+    def _open_snapshot(self, found: Lookup | None) -> None:
         """Read the snapshot of the recorded run this run took the number of; a new run has none."""
         if found is None:
             return
-        self._snapshot_read = self.journal._io.read_later(_snapshot_key(self.path))
+        self._snapshot_read = self.journal._io.read_later(snapshot_key(self.path))
         with contextlib.suppress(ValueError, RecursionError):  # then it keeps no snapshot
-            self._stored[1] = _json_text(found[0])
+            self._stored[1] = json_text(found[0])
 
     def _snapshot_entries(self) -> dict[int, str]:
         if self._snapshot is None:
-            self._snapshot = _snapshot_of(self._snapshot_read) if self._snapshot_read is not None else {}
+            self._snapshot = snapshot_entries_of(self._snapshot_read) if self._snapshot_read is not None else {}
         return self._snapshot
 
     def fence(self) -> str | None:
@@ -183,13 +192,13 @@ class DurableRun:
         """
         if self.numbered_new or self._wrote_snapshot or self.snapshot_in_store() is False:
             return None
-        error = self._write_snapshot(_NO_SNAPSHOT)
+        error = self._write_snapshot(NO_SNAPSHOT)
         return None if error is None else f"the snapshot of its run could not be set aside: {error}"
 
     def _write_snapshot(self, text: str) -> Exception | None:
         """Write ``text`` under the run's snapshot key; the error if the store refused it."""
         try:
-            self.journal._io.call(functools.partial(self.journal.storage.write, _snapshot_key(self.path), text))
+            self.journal._io.call(functools.partial(self.journal.storage.write, snapshot_key(self.path), text))
         except Exception as error:
             self._wrote_snapshot = None
             return error
@@ -202,7 +211,7 @@ class DurableRun:
             return self._wrote_snapshot
         if self._snapshot_read is None:
             return None
-        text, problem = _text_of(self._snapshot_read)
+        text, problem = text_of(self._snapshot_read)
         return None if problem else text is not None
 
     def store_snapshot(self) -> None:
@@ -212,12 +221,12 @@ class DurableRun:
         if 1 not in self._stored or len(self._stored) < 2 or unchanged:
             return
         entries = {str(position): text for position, text in sorted(self._stored.items())}
-        error = self._write_snapshot(_json_text({"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries}))
+        error = self._write_snapshot(json_text({"format": FORMAT_VERSION, "kind": "snapshot", "entries": entries}))
         if error is not None:
             # Only a retry's reads are at stake: it reads the run's entries one by one.
             log.info("Durable: could not store the snapshot of run %s reason=%r", self.path, str(error))
 
-    def _recorded_entry(self, position: int) -> _Lookup:
+    def _recorded_entry(self, position: int) -> Lookup:
         """
         The entry recorded at ``position``. Where each read is a round trip, it comes from the run's
         snapshot, or the entries after it are read ahead, in the background: a replay claims them next.
@@ -225,21 +234,21 @@ class DurableRun:
         text = self._snapshot_entries().get(position)
         if text is not None:
             self._stored[position] = text
-            return _parsed(text)
+            return parsed_entry(text)
         wanted = [position] if position not in self._ahead else []
         if self._reads_ahead:
             snapshot = self._snapshot_entries()
             wanted += [
                 ahead
-                for ahead in range(position + 1, position + 1 + _READ_AHEAD)
+                for ahead in range(position + 1, position + 1 + READ_AHEAD)
                 if ahead not in self._ahead and ahead not in snapshot
             ]
         reads = self.journal._io.reads_later([f"{self.path}.{n}" for n in wanted])
         self._ahead.update(zip(wanted, reads, strict=True))
-        text, problem = _text_of(self._ahead.pop(position))
+        text, problem = text_of(self._ahead.pop(position))
         if text is not None and self.snapshots:
             self._stored[position] = text
-        found = (None, problem) if text is None else _parsed(text)
+        found = (None, problem) if text is None else parsed_entry(text)
         if found == (None, None):
             # The recorded run ends here (but for a step that could not be recorded): read on demand.
             self.stop_reading_ahead()
@@ -296,7 +305,7 @@ class CallLeftInFlight:
         Replace its mark, saying how it was resolved: as a call done with ``result`` (a run that
         lines up with it again replays it), or else discarded (such a run makes the call live).
         """
-        entry = {**self.entry, "format": FORMAT_VERSION, "state": _DONE if done else _DISCARDED}
+        entry = {**self.entry, "format": FORMAT_VERSION, "state": DONE if done else DISCARDED}
         entry.pop("result", None)
         entry["meta"] = {RESOLUTION_META: resolution}
         if done:
@@ -309,7 +318,7 @@ class _Runs:
     """The runs under one parent (the journal, or a step): those recorded, and those of this try."""
 
     #: The first entry of each recorded run, read in number order: entries 1, 2, ... of ``recorded[n - 1]``.
-    recorded: list[_Lookup]
+    recorded: list[Lookup]
     taken: set[int] = field(default_factory=set)
     #: The recorded runs a run of this try took the calls left in flight of (see ``DurableJournal._runs_taken_over``).
     taken_over: set[int] = field(default_factory=set)

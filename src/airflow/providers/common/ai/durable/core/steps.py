@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core import events
 from airflow.providers.common.ai.durable.core.entries import (
-    _DISCARDED,
-    _DONE,
-    _FAILED,
-    _IN_FLIGHT,
-    _MASKED,
+    DISCARDED,
+    DONE,
+    FAILED,
     FORMAT_VERSION,
+    IN_FLIGHT,
+    MASKED,
 )
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
 from airflow.providers.common.ai.durable.core.in_flight import (
@@ -179,7 +179,7 @@ class JournalStep:
                 fields[ASKED_META] = True
         if self.resolution is not None:
             fields[RESOLUTION_META] = self.resolution
-        self._mark(_IN_FLIGHT, "in-flight mark", meta=fields)
+        self._mark(IN_FLIGHT, "in-flight mark", meta=fields)
 
     def record(self, result: Any, *, meta: dict[str, Any] | None = None, ran: bool = True) -> bool:
         """
@@ -208,7 +208,7 @@ class JournalStep:
             )
             self._emit(events.RESOLVED, self.usage)
             return False
-        state = _MASKED if held_a_secret else _DONE
+        state = MASKED if held_a_secret else DONE
         meta = {
             **({"tokens": self.tokens} if self.tokens is not None else {}),
             **self.usage,
@@ -247,7 +247,7 @@ class JournalStep:
         self._finish()
         self.no_result = reason
         self.run.journal._not_recorded(self, "result", reason)
-        self._mark(_FAILED, "failure mark")
+        self._mark(FAILED, "failure mark")
         self._emit(events.NOT_RECORDED, self.usage, reason=reason)
 
     def fail(self, reason: str = "it failed") -> None:
@@ -257,7 +257,7 @@ class JournalStep:
         self._finish()
         self.failure = self.no_result = reason
         log.debug("Durable: step failed, so it runs live again next try step=%s reason=%r", self.describe(), reason)
-        self._mark(_FAILED, "failure mark")
+        self._mark(FAILED, "failure mark")
         self._emit(events.FAILED, self.usage, reason=reason)
 
     def attempt_failed(self, error: BaseException) -> None:
@@ -307,11 +307,11 @@ class JournalStep:
         that made the run fail and would fail it the same way again.
         """
         log.info("Durable: the next try runs this call live again step=%s reason=%r", self.describe(), reason)
-        self.run.journal._write(self, self._entry(_DISCARDED), what="discard mark")
+        self.run.journal._write(self, self._entry(DISCARDED), what="discard mark")
 
     def _mark(self, state: str, what: str, **fields: Any) -> None:
         # A failure only replaces a mark this try wrote: with none, the next try runs it live anyway.
-        if state == _FAILED and not self._marked:
+        if state == FAILED and not self._marked:
             return
         self._marked = self.run.journal._write(self, self._entry(state, **fields), what=what) or self._marked
 
