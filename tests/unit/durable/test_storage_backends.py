@@ -60,6 +60,36 @@ def test_after_delete_nothing_is_left_and_the_next_run_starts_over(new_storage):
     assert live == [0, 1, 2, 0, 1, 2]
 
 
+def test_a_reader_outside_the_try_lists_every_entry_by_key(new_storage, backend):
+    if backend == "task-state-store":
+        pytest.skip("a task's own view of its store cannot list: see test_a_task_cannot_list_its_task_state_store")
+    assert new_storage().stored_texts() == {}
+    storage = new_storage()
+    storage.write("1.1", '{"a": 1}')
+    storage.write("1.2.1.1", '{"b": 2}')
+    storage.write("1.1", '{"a": 3}')
+    assert new_storage().stored_texts() == {"1.1": '{"a": 3}', "1.2.1.1": '{"b": 2}'}
+    new_storage().delete_all([])
+    assert new_storage().stored_texts() == {}
+
+
+def test_a_task_cannot_list_its_task_state_store():
+    # The journal page lists the rows from outside the task: test_task_state_store_rows.py.
+    with pytest.raises(NotImplementedError, match="TaskStateStoreStorage cannot list its entries"):
+        make_storage("task-state-store", None).stored_texts()
+
+
+def test_the_cache_path_lists_neither_a_temporary_file_nor_another_task_instances_entries(tmp_path):
+    ids = {"dag_id": "dag", "run_id": "r", "task_id": "agent"}
+    storage = ObjectStorageStorage(UPath(f"file://{tmp_path}"), **ids, map_index=-1)
+    ObjectStorageStorage(UPath(f"file://{tmp_path}"), **ids, map_index=0).write("1.1", "another's")
+    storage.write("1.1", "mine")
+    folder = tmp_path / task_instance_folder(**ids, map_index=-1)
+    (folder / ".1.2.json.tmp").write_text("cut off")
+    (folder / "1.3.json").write_bytes(b"\xff not UTF-8")
+    assert storage.stored_texts() == {"1.1": "mine", "1.3": "\ufffd not UTF-8"}
+
+
 def test_the_task_state_store_keeps_entries_under_a_reserved_prefix_that_never_expires():
     accessor = FakeTaskStateStore()
     accessor.set("job_id", "users-own-key")

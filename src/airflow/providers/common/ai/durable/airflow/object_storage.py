@@ -136,7 +136,7 @@ class ObjectStorageStorage(JournalStorage):
             raise
 
     def stored_texts(self) -> dict[str, str]:
-        """Every entry of the folder by key, listed rather than named (for a reader outside the try)."""
+        # Bytes that are not UTF-8 make an entry that cannot be read, not a reader that fails.
         try:
             paths = self._fs.ls(self._folder, detail=False)
         except FileNotFoundError:

@@ -56,6 +56,14 @@ class JournalStorage(ABC):
         drop everything it holds in one call ignores it.
         """
 
+    def stored_texts(self) -> dict[str, str]:
+        """
+        Every entry stored, by key: for a reader outside the try (the journal page, the CLI), which
+        knows no key to ask for. A backend that cannot list what it holds (a task's own view of the
+        task state store) refuses.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list its entries: read them by key")
+
 
 class InMemoryStorage(JournalStorage):
     """Entries in a dict, for tests and for runs outside Airflow."""
@@ -72,3 +80,6 @@ class InMemoryStorage(JournalStorage):
 
     def delete_all(self, keys: Iterable[str]) -> None:
         self.entries.clear()
+
+    def stored_texts(self) -> dict[str, str]:
+        return dict(self.entries)
