@@ -137,7 +137,7 @@ def journal_entries(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
 
 def is_try_summary(entry: str) -> bool:
     """Whether a stored key or file is a try summary, kept on purpose after success."""
-    from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_FOLDER_SUFFIX, SUMMARY_KEY_PREFIX
+    from airflow.providers.common.ai.durable.airflow.summary_stores import SUMMARY_FOLDER_SUFFIX, SUMMARY_KEY_PREFIX
 
     return SUMMARY_KEY_PREFIX in entry or f"{SUMMARY_FOLDER_SUFFIX}/" in entry
 

@@ -358,7 +358,7 @@ ADVERSARIAL_SUMMARIES = {
 
 def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) -> None:
     """Stores ADVERSARIAL_SUMMARIES (encrypted where they are JSON objects) and raw junk where summaries are kept."""
-    from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_KEY_PREFIX
+    from airflow.providers.common.ai.durable.airflow.summary_stores import SUMMARY_KEY_PREFIX
     from airflow.providers.common.ai.durable.core.encryption import encrypt_text
 
     texts = {
@@ -392,7 +392,7 @@ def store_adversarial_summaries(run_id: str, task_id: str, env: dict[str, str]) 
         return
     from upath import UPath
 
-    from airflow.providers.common.ai.durable.airflow.summaries import ObjectStorageSummaries
+    from airflow.providers.common.ai.durable.airflow.summary_stores import ObjectStorageSummaries
 
     summaries = ObjectStorageSummaries(
         UPath(env["AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH"]),

@@ -14,15 +14,17 @@ from upath import UPath
 
 from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
 from airflow.providers.common.ai.durable.airflow.summaries import (
-    SUMMARY_KEY_PREFIX,
-    ObjectStorageSummaries,
-    TaskStateStoreSummaries,
     approvals_of,
-    read_summaries,
     retention_days,
     steps_of,
     try_summary,
     write_summary,
+)
+from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
+from airflow.providers.common.ai.durable.airflow.summary_stores import (
+    SUMMARY_KEY_PREFIX,
+    ObjectStorageSummaries,
+    TaskStateStoreSummaries,
 )
 from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.journal import DurableJournal

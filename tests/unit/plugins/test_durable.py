@@ -18,7 +18,8 @@ from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from airflow.providers.common.ai.durable.airflow import task_instance
-from airflow.providers.common.ai.durable.airflow.summaries import SUMMARY_KEY_PREFIX, read_summaries
+from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
+from airflow.providers.common.ai.durable.airflow.summary_stores import SUMMARY_KEY_PREFIX
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 from airflow.providers.common.ai.plugins import durable as listener

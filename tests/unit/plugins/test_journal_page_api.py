@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from airflow.providers.common.ai.durable.airflow.summaries import read_summaries
+from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
 from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, _map_index, render_page
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -72,7 +72,7 @@ def test_the_tab_is_on_every_task_instance_and_a_task_that_is_not_mapped_is_map_
 def test_a_cache_path_that_cannot_be_read_is_said_on_the_page_not_a_server_error(monkeypatch, tmp_path):
     from airflow.providers.common.ai.plugins import journal_page
 
-    monkeypatch.setattr("airflow.providers.common.ai.version_compat.AIRFLOW_V_3_3_PLUS", False)
+    monkeypatch.setattr("airflow.providers.common.ai.durable.airflow.journal_access.AIRFLOW_V_3_3_PLUS", False)
     monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", "nosuchscheme://bucket/journals")
     shown = journal_page.journal_of("d", "r", "t", -1)
     assert shown["problem"].startswith("the journal's store could not be read: ")
@@ -83,11 +83,12 @@ def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_
     from upath import UPath
 
     from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
-    from airflow.providers.common.ai.durable.airflow.summaries import ObjectStorageSummaries, write_summary
+    from airflow.providers.common.ai.durable.airflow.summaries import write_summary
+    from airflow.providers.common.ai.durable.airflow.summary_stores import ObjectStorageSummaries
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
     from airflow.providers.common.ai.plugins import journal_page
 
-    monkeypatch.setattr("airflow.providers.common.ai.version_compat.AIRFLOW_V_3_3_PLUS", False)
+    monkeypatch.setattr("airflow.providers.common.ai.durable.airflow.journal_access.AIRFLOW_V_3_3_PLUS", False)
     monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", f"file://{tmp_path}")
     ids = {"dag_id": "d", "run_id": "r/1", "task_id": "t", "map_index": 2}
     journal = DurableJournal(ObjectStorageStorage(UPath(f"file://{tmp_path}"), **ids))

@@ -20,13 +20,7 @@ import datetime
 import html
 from typing import Any
 
-from airflow.providers.common.ai.durable.airflow.summaries import (
-    SUMMARY_KEY_PREFIX,
-    ObjectStorageSummaries,
-    read_summaries,
-    try_number_of,
-)
-from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
 from airflow.providers.common.ai.durable.core.journal_file import forked_from_of
 from airflow.providers.common.ai.durable.core.journal_view import as_json, journal_view
 from airflow.providers.common.ai.durable.core.masking import masked_text
@@ -52,47 +46,6 @@ def _map_index(value: str) -> int:
         return int(value)
     except ValueError:
         return -1
-
-
-_Stored = tuple[dict[str, str], dict[int, str]]
-
-
-def _from_task_state_store(dag_id: str, run_id: str, task_id: str, map_index: int) -> _Stored:
-    from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId, task_state_texts
-
-    entries: dict[str, str] = {}
-    summaries: dict[int, str] = {}
-    # A value that is no text reads as "": an entry (or summary) that cannot be read.
-    for key, text in task_state_texts(TaskInstanceId(dag_id, run_id, task_id, map_index), "").items():
-        if key.startswith(KEY_PREFIX):
-            entries[key.removeprefix(KEY_PREFIX)] = text
-        elif key.startswith(SUMMARY_KEY_PREFIX):
-            number = try_number_of(key.removeprefix(SUMMARY_KEY_PREFIX))
-            if number is not None:
-                summaries[number] = text
-    return entries, summaries
-
-
-def _from_cache_path(dag_id: str, run_id: str, task_id: str, map_index: int) -> _Stored:
-    from airflow.providers.common.ai.durable.airflow.object_storage import task_instance_folder
-    from airflow.providers.common.ai.durable.airflow.task_instance import cache_path_base, configured_cache_path
-
-    if not configured_cache_path():
-        return {}, {}
-    base = cache_path_base(configured_cache_path())
-    fs = base.fs
-    folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
-    entries = {}
-    try:
-        paths = fs.ls(folder, detail=False)
-    except FileNotFoundError:
-        paths = []
-    for path in paths:
-        name = str(path).rsplit("/", 1)[-1]
-        if name.endswith(".json") and not name.startswith("."):
-            entries[name.removesuffix(".json")] = fs.cat_file(path).decode(errors="replace")
-    summaries = ObjectStorageSummaries(base, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
-    return entries, summaries.read_all()
 
 
 def what_is_not_found(dag_id: str, run_id: str, task_id: str) -> str | None:
@@ -132,15 +85,17 @@ def render_not_found(what: str, *, zone: str = "UTC", airflow_2: bool = False) -
 
 def journal_of(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
     """What the page shows for a task instance, as JSON: its journal now, and its tries' summaries."""
-    from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
+    from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId, stores_of
 
     now = datetime.datetime.now(tz=datetime.timezone.utc)
+    entries: dict[str, str] = {}
+    summaries: dict[int, str] = {}
     problem = None
     try:
-        if AIRFLOW_V_3_3_PLUS:
-            entries, summaries = _from_task_state_store(dag_id, run_id, task_id, map_index)
-        else:
-            entries, summaries = _from_cache_path(dag_id, run_id, task_id, map_index)
+        stores = stores_of(TaskInstanceId(dag_id, run_id, task_id, map_index))
+        # None: no journal is kept here (no durable_cache_path before Airflow 3.3), so none to show.
+        if stores is not None:
+            entries, summaries = stores.journal.stored_texts(), stores.summaries.read_all()
     except Exception as error:
         # A store that cannot be reached is the page's news, not a server error.
         entries, summaries = {}, {}

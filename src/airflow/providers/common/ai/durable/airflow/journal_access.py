@@ -1,25 +1,32 @@
 """
 A task instance's journal reached from outside its worker (the CLI, the journal page): read as
 stored, replaced by another one (a fork), and the task instance cleared so that its next try
-replays it. The journal is where the worker keeps it: the task state store on Airflow 3.3+, else
+replays it. The journal and the tries' summaries are where the worker keeps them, and
+:func:`stores_of` is the one place that says where: the task state store on Airflow 3.3+, else
 under ``[common.ai] durable_cache_path``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.airflow.summary_stores import (
+    ObjectStorageSummaries,
+    SummaryStore,
+    TaskStateStoreSummaryRows,
+)
 from airflow.providers.common.ai.durable.airflow.task_instance import (
     CACHE_PATH_EXAMPLE,
     cache_path_base,
     configured_cache_path,
 )
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.airflow.task_state_store_rows import TaskStateStoreRows
 from airflow.providers.common.ai.durable.core.encryption import encrypt_text
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS, task_state_store_rows_of
+from airflow.providers.common.ai.durable.core.storage import JournalStorage
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
 #: The states of a task instance that is running, or about to: its journal is not to be touched.
 _RUNNING_STATES = frozenset({"running", "queued", "scheduled", "restarting", "deferred", "up_for_reschedule"})
@@ -74,58 +81,41 @@ def task_instance_state(ti: TaskInstanceId) -> str | None:
     return str(found[0].value if hasattr(found[0], "value") else found[0]) if found[0] is not None else None
 
 
-def _cache_path_storage(ti: TaskInstanceId) -> ObjectStorageStorage:
+@dataclass(frozen=True)
+class TaskInstanceStores:
+    """Where a task instance's journal and its tries' summaries are kept, as read from outside its worker."""
+
+    journal: JournalStorage
+    summaries: SummaryStore
+
+
+def stores_of(ti: TaskInstanceId) -> TaskInstanceStores | None:
+    """
+    The stores of ``ti`` on this Airflow: its task state store on 3.3+, else its folder under
+    ``[common.ai] durable_cache_path``; ``None`` before 3.3 when that option is not set here.
+    """
+    ids = ti.as_dict()
+    if AIRFLOW_V_3_3_PLUS:
+        return TaskInstanceStores(TaskStateStoreRows(**ids, prefix=KEY_PREFIX), TaskStateStoreSummaryRows(**ids))
     if not configured_cache_path():
+        return None
+    base = cache_path_base(configured_cache_path())
+    return TaskInstanceStores(ObjectStorageStorage(base, **ids), ObjectStorageSummaries(base, **ids))
+
+
+def _journal_storage_of(ti: TaskInstanceId) -> JournalStorage:
+    stores = stores_of(ti)
+    if stores is None:
         raise JournalAccessError(
             "journals are kept under [common.ai] durable_cache_path on Airflow before 3.3, which is not set "
             f"here: set it as the workers have it, for example {CACHE_PATH_EXAMPLE}"
         )
-    base = cache_path_base(configured_cache_path())
-    return ObjectStorageStorage(base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index)
+    return stores.journal
 
 
 def stored_journal(ti: TaskInstanceId) -> dict[str, str]:
     """The journal of ``ti`` as stored (entries encrypted where the workers encrypt them), by key."""
-    if AIRFLOW_V_3_3_PLUS:
-        return {key.removeprefix(KEY_PREFIX): text for key, text in task_state_texts(ti, KEY_PREFIX).items()}
-    return _cache_path_storage(ti).stored_texts()
-
-
-def task_state_texts(ti: TaskInstanceId, prefix: str) -> dict[str, str]:
-    """The task state store keys of ``ti`` that start with ``prefix`` and have not expired, with their texts."""
-    import datetime
-
-    from airflow.models.task_state_store import TaskStateStoreModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    now = datetime.datetime.now(tz=datetime.timezone.utc)
-    with create_session() as session:
-        rows = session.execute(
-            select(TaskStateStoreModel.key, TaskStateStoreModel.value, TaskStateStoreModel.expires_at).where(
-                TaskStateStoreModel.dag_id == ti.dag_id,
-                TaskStateStoreModel.run_id == ti.run_id,
-                TaskStateStoreModel.task_id == ti.task_id,
-                *task_state_store_rows_of(TaskStateStoreModel, ti.map_index),
-                TaskStateStoreModel.key.startswith(prefix),
-            )
-        ).all()
-    found = {}
-    for key, value, expires_at in rows:
-        if expires_at is not None and expires_at <= now:
-            continue
-        try:
-            text = json.loads(value)
-        except (ValueError, RecursionError):
-            text = None
-        found[key] = text if isinstance(text, str) else ""
-    return found
-
-
-def task_state_scope(ti: TaskInstanceId) -> Any:
-    from airflow._shared.state import TaskScope
-
-    return TaskScope(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index)
+    return _journal_storage_of(ti).stored_texts()
 
 
 def replace_journal(ti: TaskInstanceId, entries: dict[str, str]) -> None:
@@ -133,16 +123,7 @@ def replace_journal(ti: TaskInstanceId, entries: dict[str, str]) -> None:
     Make ``entries`` (plain entry texts by key) the journal of ``ti``, each encrypted as the workers
     encrypt, in place of the one it has.
     """
-    if AIRFLOW_V_3_3_PLUS:
-        from airflow.state import get_state_backend
-
-        backend, scope = get_state_backend(), task_state_scope(ti)
-        for key in task_state_texts(ti, KEY_PREFIX):
-            backend.delete(scope, key)
-        for key, text in entries.items():
-            backend.set(scope, KEY_PREFIX + key, json.dumps(encrypt_text(text)))
-        return
-    storage = _cache_path_storage(ti)
+    storage = _journal_storage_of(ti)
     storage.delete_all([])
     for key, text in entries.items():
         storage.write(key, encrypt_text(text))

@@ -17,14 +17,10 @@ import json
 import logging
 from typing import Any
 
-from airflow.providers.common.ai.durable.airflow.journal_access import (
-    JournalAccessError,
-    TaskInstanceId,
-    task_state_scope,
-    task_state_texts,
-)
+from airflow.providers.common.ai.durable.airflow.journal_access import JournalAccessError, TaskInstanceId
 from airflow.providers.common.ai.durable.airflow.object_storage import task_instance_folder
 from airflow.providers.common.ai.durable.airflow.task_instance import cache_path_base, configured_cache_path
+from airflow.providers.common.ai.durable.airflow.task_state_store_rows import TaskStateStoreRows
 from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
@@ -79,6 +75,11 @@ def _object_path(ti: TaskInstanceId) -> tuple[Any, str] | None:
     return base.fs, f"{str(base.path).rstrip('/')}/{folder}{KEPT_SUFFIX}"
 
 
+def _kept_row(ti: TaskInstanceId) -> TaskStateStoreRows:
+    """The task state store row of ``ti``'s kept journal, read from outside its worker: the one key under :data:`KEPT_KEY`."""
+    return TaskStateStoreRows(**ti.as_dict(), prefix=KEPT_KEY)
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(tz=datetime.timezone.utc)
 
@@ -129,7 +130,7 @@ def kept_journal(ti: TaskInstanceId) -> dict[str, Any] | None:
     """The kept journal of ``ti`` (its entries as stored, when it was kept, until when), or ``None``."""
     found = _object_path(ti)
     if found is None:
-        text = task_state_texts(ti, KEPT_KEY).get(KEPT_KEY)
+        text = _kept_row(ti).read("")
     else:
         fs, path = found
         try:
@@ -191,9 +192,7 @@ def forget_kept_journal(ti: TaskInstanceId) -> None:
     """Delete the kept journal of ``ti``, wherever it is kept."""
     found = _object_path(ti)
     if found is None:
-        from airflow.state import get_state_backend
-
-        get_state_backend().delete(task_state_scope(ti), KEPT_KEY)
+        _kept_row(ti).delete_all([])
         return
     fs, path = found
     if fs.exists(path):

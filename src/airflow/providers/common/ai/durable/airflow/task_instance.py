@@ -10,13 +10,11 @@ from urllib.parse import urlsplit
 from airflow.exceptions import AirflowConfigException
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow.providers.common.ai.durable.airflow.summaries import (
-    FAILED,
-    UNFINISHED,
+from airflow.providers.common.ai.durable.airflow.summaries import FAILED, UNFINISHED, write_summary
+from airflow.providers.common.ai.durable.airflow.summary_stores import (
     ObjectStorageSummaries,
     SummaryStore,
     TaskStateStoreSummaries,
-    write_summary,
 )
 from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.core.host import current_host
