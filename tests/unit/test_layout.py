@@ -291,21 +291,10 @@ TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
 PRIVATE_NAMES = {name: _private_names_defined(tree) for name, tree in TREES.items()}
 
 #: Private members read across modules for now, as (the module that reads, the name). Each is the
-#: same object cut in two; the cut is being redrawn (issue 35) and the list shrinks with it.
-#: - The journal core's parts (journal, runs, steps, stats, budget) read each other's state while
-#:   its boundaries are redrawn.
-#: - A step's stored name (``JournalStep._stored_name``), read by the adapters' in-flight resolution.
-#: - The journal page's map index, which its Airflow 2.11 view shares; the testing package's replay
-#:   helpers, which the scripted model shares.
+#: same object cut in two; the cut is being redrawn (issue 35) and the list shrinks with it: the
+#: journal page's map index, which its Airflow 2.11 view shares; the testing package's replay
+#: helpers, which the scripted model shares.
 PRIVATE_READS_FOR_NOW = {
-    (f"{CORE}.budget", "_io"),
-    *((f"{CORE}.journal", name) for name in ("_Runs", "_ahead", "_running_step", "_stored")),
-    *(
-        (f"{CORE}.runs", name)
-        for name in ("_calls_left_in_flight", "_io", "_mark", "_number", "_replace_mark", "_runs_taken_over")
-    ),
-    *((f"{CORE}.steps", name) for name in ("_count_saved", "_diverge", "_not_recorded", "_running_step", "_write")),
-    *((f"{adapter}._in_flight", "_stored_name") for adapter in ADAPTERS),
     (f"{PACKAGE}.plugins.journal_page_fab", "_map_index"),
     *((f"{PACKAGE}.testing.scripted", name) for name in ("_check_key", "_fingerprinted_with")),
 }
@@ -342,12 +331,12 @@ def test_the_list_of_private_reads_for_now_names_only_reads_that_still_happen():
 
 def test_the_private_read_check_finds_an_attribute_and_an_import_of_another_modules_private_name():
     tree = ast.parse(
-        "from airflow.providers.common.ai.durable.core.steps import _FAILED\n"
-        "def f(step):\n    return step._stored_name, step._own\n"
+        "from airflow.providers.common.ai.durable.core.journal_io import _IDLE_SECONDS\n"
+        "def f(run):\n    return run._positions, run._own\n"
         "class C:\n    def __init__(self):\n        self._own = 1\n"
     )
     PRIVATE_NAMES["probe"] = _private_names_defined(tree)
     try:
-        assert _private_reads("probe", tree) == {"_FAILED", "_stored_name"}
+        assert _private_reads("probe", tree) == {"_IDLE_SECONDS", "_positions"}
     finally:
         del PRIVATE_NAMES["probe"]

@@ -38,7 +38,8 @@ from airflow.providers.common.ai.durable.core.usage import ModelUsage
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.host import Host
+    from airflow.providers.common.ai.durable.core.journal_io import JournalIO
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,10 @@ def _zero() -> dict[str, float]:
 class BudgetLedger:
     """What the tries of a task instance's budget spent, and the requests of this try in flight."""
 
-    def __init__(self, journal: DurableJournal, budget: UsageBudget, *, try_number: int, first_try: int) -> None:
-        self.journal = journal
+    def __init__(self, io: JournalIO, host: Host, budget: UsageBudget, *, try_number: int, first_try: int) -> None:
+        # The journal's calls to its store, which keeps what the tries spent under BUDGET_KEY.
+        self._io = io
+        self.host = host
         self.budget = budget
         self.try_number = try_number
         self.first_try = first_try
@@ -112,7 +115,7 @@ class BudgetLedger:
 
     def _spent_by_try(self) -> dict[int, dict[str, float]]:
         if self._tries is None:
-            read = self.journal._io.read_later(BUDGET_KEY)
+            read = self._io.read_later(BUDGET_KEY)
             entry, problem = lookup_of(read)
             # A store that failed to answer may answer the next try; an entry no key decrypts or
             # this release cannot read never will, and a try that starts a budget counts none of it.
@@ -137,7 +140,7 @@ class BudgetLedger:
                     self.first_try,
                     problem,
                 )
-                self.journal._io.write(BUDGET_KEY, _ledger_text(self._tries), _budget_written)
+                self._io.write(BUDGET_KEY, _ledger_text(self._tries), _budget_written)
         return self._tries
 
     def spent(self) -> dict[str, float]:
@@ -164,7 +167,7 @@ class BudgetLedger:
                     self._in_flight.append(most)
                     return most
             if verdict is not False:
-                host = self.journal.host
+                host = self.host
                 host.emit(events.BudgetRefusal(limit=verdict[0], model=model, key=key))
                 raise host.failing_error(self._refusal(model, key, *verdict))
             await asyncio.sleep(0.005)
@@ -184,7 +187,7 @@ class BudgetLedger:
             spent["total_tokens"] += usage.total_tokens
             spent["cost_usd"] = counted_usd(spent["cost_usd"] + (usage.cost_usd or 0.0))
             text = _ledger_text(tries)
-        self.journal._io.write(BUDGET_KEY, text, _budget_written)
+        self._io.write(BUDGET_KEY, text, _budget_written)
 
     def summary(self) -> dict[str, Any]:
         """The budget as the try's summary and usage show it: from which try, the limits, spent and left."""
@@ -199,7 +202,7 @@ class BudgetLedger:
 
     def _most_a_request_adds(self, model: str, max_output_tokens: int | None) -> dict[str, float | None]:
         """The most one request can add to each amount, where known: its input tokens never are, before it returns."""
-        host = self.journal.host
+        host = self.host
         if self.budget.max_cost_usd is not None and price_of(model, host) is None:
             raise host.failing_error(
                 f"Durable: this task's budget limits cost (max_cost_usd={self.budget.max_cost_usd}), but the price "

@@ -29,6 +29,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
@@ -36,7 +37,6 @@ from airflow.providers.common.ai.durable.core import prices
 from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY, BudgetLedger, UsageBudget
 from airflow.providers.common.ai.durable.core.divergence import why_calls_differ
 from airflow.providers.common.ai.durable.core.entries import (
-    DONE,
     FORMAT_VERSION,
     IN_FLIGHT,
     INDEX_KEY,
@@ -51,8 +51,8 @@ from airflow.providers.common.ai.durable.core.entries import (
 )
 from airflow.providers.common.ai.durable.core.host import Host, current_host
 from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD, JournalIO
-from airflow.providers.common.ai.durable.core.runs import CallLeftInFlight, DurableRun, _Runs
-from airflow.providers.common.ai.durable.core.scope import _running_step
+from airflow.providers.common.ai.durable.core.runs import CallLeftInFlight, DurableRun
+from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.stats import JournalStats
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
@@ -73,13 +73,12 @@ class DurableJournal:
     def __init__(self, storage: JournalStorage, *, host: Host | None = None, clean_up_after_run: bool = False) -> None:
         self.storage = storage
         self.host = host or current_host()
-        self._io = JournalIO(storage)
+        #: The journal's calls to its store, in one queue: its runs, steps and budget read and write through it.
+        self.io = JournalIO(storage)
         self.clean_up_after_run = clean_up_after_run
         self.stats = JournalStats(tell_runs_apart=self.host.wording.tell_runs_apart)
         # Numbering and the index are shared by runs that run in threads of one task.
         self._lock = threading.RLock()
-        # The counts the I/O thread updates as the store answers; never held while waiting on the store.
-        self._stats_lock = threading.Lock()
         self._runs: dict[str, DurableRun] = {}
         self._runs_under: dict[str, _Runs] = {}
         # The steps any try started runs under (read from the index entry once), None until needed.
@@ -100,7 +99,7 @@ class DurableJournal:
         with self._lock:
             if self.budget is None:
                 self.budget = BudgetLedger(
-                    self, budget, try_number=self.host.try_number, first_try=self.host.budget_first_try
+                    self.io, self.host, budget, try_number=self.host.try_number, first_try=self.host.budget_first_try
                 )
                 self.stats.ledger = self.budget
                 self._note_in_index(budget=True)
@@ -120,7 +119,7 @@ class DurableJournal:
         the task for good before any call when the deployment's model prices cannot be read.
         """
         prices.check_price_overrides(self.host)
-        parent = _running_step.get()
+        parent = running_step()
         if parent is not None and parent.run.journal is not self:
             parent = None
         run = DurableRun(self, parent, key=key)
@@ -137,7 +136,7 @@ class DurableJournal:
                     run.store_snapshot()
                 if self.host.after_each_run is not None:
                     # Through the I/O thread as well: the journal's store calls never come from two threads.
-                    self._io.call(functools.partial(self.host.after_each_run, self))
+                    self.io.call(functools.partial(self.host.after_each_run, self))
         log.debug("Durable: run %s ended", run.path or "without calls")
         if self.clean_up_after_run and parent is None:
             self.delete()
@@ -154,11 +153,11 @@ class DurableJournal:
         Writes go to the store behind the agent; a call that must not start before they are
         durable (a model request that carries a tool's result) settles the journal first.
         """
-        self._io.settle()
+        self.io.settle()
 
     def has_pending_writes(self) -> bool:
         """Whether :meth:`settle` would wait."""
-        return self._io.has_pending_calls()
+        return self.io.has_pending_calls()
 
     def finish(self, *, succeeded: bool) -> None:
         """Log this try's summary; once the task instance succeeded, delete the journal, whatever the summary says."""
@@ -176,7 +175,7 @@ class DurableJournal:
     def delete(self) -> None:
         """Delete every entry any try recorded."""
         keys = list(self._stored_keys())
-        self._io.call(lambda: self.storage.delete_all(keys))
+        self.io.call(lambda: self.storage.delete_all(keys))
         self._runs.clear()
         self._runs_under.clear()
         self._parents = None
@@ -185,13 +184,13 @@ class DurableJournal:
         if keys:
             log.info("Durable: journal deleted")
 
-    def _number(
+    def number_run(
         self, run: DurableRun, kind: str, name: str, fingerprint: str | None, parts: dict[str, Any] | None = None
     ) -> tuple[Lookup | None, str | None]:
         """
-        Give ``run`` its number from what its first call asks. Return the first entry of the
-        recorded run it matched (``None`` for a new number), and why it matched none of the
-        recorded runs left, if any were.
+        Give ``run`` its number from what its first call asks, among the runs under its parent of
+        every try. Return the first entry of the recorded run it matched (``None`` for a new
+        number), and why it matched none of the recorded runs left, if any were.
         """
         parent = run.parent.key if run.parent is not None else ""
         identity = (kind, name, fingerprint, run.follows)
@@ -227,8 +226,7 @@ class DurableJournal:
                 for other in runs.active:
                     if other.number in twins:
                         other.twins.add(number)
-                with self._stats_lock:
-                    self.stats.indistinct_runs += 1 + len(told_apart_until_now)
+                self.stats.count_indistinct_runs(1 + len(told_apart_until_now))
         log.debug("Durable: run %s started", run.path)
         if twins:
             self._warn_of_identical_runs(name)
@@ -254,9 +252,9 @@ class DurableJournal:
                 return None, f"{reason}; the first call of recorded run {n}: {why_another_call(entry, kind)}"
         return None, reason
 
-    def _runs_taken_over(self, run: DurableRun) -> list[str]:
+    def calls_taken_over(self, run: DurableRun) -> list[CallLeftInFlight]:
         """
-        The recorded runs whose calls left in flight ``run``, just numbered, takes over: those under
+        The calls left in flight in the recorded runs ``run``, just numbered, takes over: those under
         its parent, started the same way (with its ``durable_key``) and numbered before it, that no
         run of this try took. A deploy that changed a run's first call leaves it one of them.
         """
@@ -273,10 +271,15 @@ class DurableJournal:
                 and entry.get("follows") == run.follows
             ]
             runs.taken_over.update(numbers)
-        return [f"{parent}.{number}" if parent else str(number) for number in numbers]
+        paths = [f"{parent}.{number}" if parent else str(number) for number in numbers]
+        return [call for path in paths for call in self.calls_left_in_flight(path, 1)]
 
-    def _calls_left_in_flight(self, path: str, start: int) -> list[CallLeftInFlight]:
-        """The calls in flight in the recorded run ``path`` from position ``start`` on, and in the runs under its steps there."""
+    def calls_left_in_flight(self, path: str, start: int) -> list[CallLeftInFlight]:
+        """
+        The calls an earlier try left in flight in the recorded run ``path`` from position ``start``
+        on, and in the runs under its steps there: a run that no longer lines up with them hands
+        them to its adapter, which resolves each by its policy (R-56).
+        """
         with self._lock:
             under = sorted(
                 parent
@@ -297,9 +300,7 @@ class DurableJournal:
         entries: list[dict[str, Any]] = []
         while len(entries) % READ_AHEAD == 0:  # a batch of reads at a time, to the first gap
             keys = [f"{path}.{n}" for n in range(len(entries) + 1, len(entries) + 1 + READ_AHEAD)]
-            found = itertools.takewhile(
-                lambda lookup: lookup[0] is not None, map(lookup_of, self._io.reads_later(keys))
-            )
+            found = itertools.takewhile(lambda lookup: lookup[0] is not None, map(lookup_of, self.io.reads_later(keys)))
             read = [entry for entry, _ in found if entry is not None]
             entries += read
             if not read:
@@ -312,20 +313,20 @@ class DurableJournal:
             if position >= start and entry.get("state") == IN_FLIGHT
         ]
 
-    def _replace_mark(self, key: str, entry: dict[str, Any]) -> None:
+    def replace_mark(self, key: str, entry: dict[str, Any]) -> None:
         """Write ``entry`` over the in-flight mark under ``key``, unless a step of this try holds the key now."""
         path, _, position = key.rpartition(".")
         run = self._runs.get(path)
         if run is not None and int(position) <= len(run.steps):
             return
         problem = run.fence() if run is not None and run.snapshots else None
-        if problem is None and run is None and "." not in path and self._io.in_background:
+        if problem is None and run is None and "." not in path and self.io.in_background:
             # The run's snapshot holds the mark: set it aside, as a try that writes an entry of its run does.
-            self._io.write(snapshot_key(path), NO_SNAPSHOT, functools.partial(_mark_replaced, key))
+            self.io.write(snapshot_key(path), NO_SNAPSHOT, functools.partial(_mark_replaced, key))
         if problem is not None:
             _mark_replaced(key, problem)
             return
-        self._io.write(key, json_text(entry), functools.partial(_mark_replaced, key))
+        self.io.write(key, json_text(entry), functools.partial(_mark_replaced, key))
 
     def _recorded_runs(self, parent: str) -> Iterator[Lookup]:
         """The first entries of the runs recorded under ``parent``, numbered without gaps."""
@@ -367,7 +368,7 @@ class DurableJournal:
             # The parents an unreadable index named are lost: the clean-up looks under every step.
             entry["complete"] = False
         self._index_stored = True
-        self._io.write(INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
+        self.io.write(INDEX_KEY, json.dumps(entry, separators=(",", ":")), _index_written)
 
     def _stored_parents(self) -> set[str]:
         if self._parents is None:
@@ -390,54 +391,7 @@ class DurableJournal:
 
     def _read_entry(self, key: str) -> Lookup:
         """The entry under ``key`` (``None`` if there is none), or why it cannot be read."""
-        return lookup_of(self._io.read_later(key))
-
-    def _write(self, step: JournalStep, entry: dict[str, Any], *, what: str) -> bool:
-        """
-        Queue ``entry`` as ``step``'s entry; return whether it could be (it is JSON). A write the
-        store refuses is reported when the store answers.
-        """
-        try:
-            text = json_text(entry)
-        except (TypeError, ValueError, RecursionError) as error:
-            return self._not_recorded(step, what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
-        run = step.run
-        problem = run.fence() if run.snapshots else None
-        if problem is not None:
-            return self._not_recorded(step, what, problem)
-        done = entry["state"] == DONE
-
-        def stored(error: BaseException | None) -> None:
-            if run.snapshots:
-                if error is None:
-                    run._stored[step.position] = text
-                else:
-                    run._stored.pop(step.position, None)
-            if error is not None:
-                step.refused = what
-                if what == "result":
-                    step.recorded = None
-                self._not_recorded(step, what, f"the store refused it: {error}")
-            elif done:
-                with self._stats_lock:
-                    self.stats.recorded[step.kind] += 1
-
-        self._io.write(step.key, text, stored)
-        return True
-
-    def _not_recorded(self, step: JournalStep, what: str, reason: str, *, then: str = "it runs again") -> bool:
-        log.warning(
-            "Durable: could not record a step, so %s next try step=%s what=%s reason=%r",
-            then,
-            step.describe(),
-            what,
-            reason,
-        )
-        if what == "result":
-            with self._stats_lock:
-                self.stats.not_recorded.append(f"{step.describe()}: {reason}")
-                self.stats.not_recorded_kinds[step.kind] += 1
-        return False
+        return lookup_of(self.io.read_later(key))
 
     def _stored_keys(self) -> Iterator[str]:
         """
@@ -460,17 +414,17 @@ class DurableJournal:
                 known = len(run.steps) if run is not None else 0
                 keys = [f"{path}.{position}" for position in range(1, known + 1)]
                 for position in count(known + 1) if run is None or not run.numbered_new else ():
-                    read = run._ahead.pop(position, None) if run is not None else None
-                    if lookup_of(read or self._io.read_later(f"{path}.{position}")) == (None, None):
+                    read = run.take_read_ahead(position) if run is not None else None
+                    if lookup_of(read or self.io.read_later(f"{path}.{position}")) == (None, None):
                         break
                     keys.append(f"{path}.{position}")
                 if not keys:
                     break
-                if not parent and self._io.in_background:
+                if not parent and self.io.in_background:
                     # A snapshot first: once it is gone, what is left of the run is read entry by entry.
                     stored = run.snapshot_in_store() if run is not None else None
                     if stored is None:
-                        stored = text_of(self._io.read_later(snapshot_key(path))) != (None, None)
+                        stored = text_of(self.io.read_later(snapshot_key(path))) != (None, None)
                     if stored:
                         yield snapshot_key(path)
                 yield from keys
@@ -481,6 +435,29 @@ class DurableJournal:
             yield INDEX_KEY
         if self._budget_noted:
             yield BUDGET_KEY
+
+
+@dataclass
+class _Runs:
+    """The runs under one parent (the journal, or a step): those recorded, and those of this try."""
+
+    #: The first entry of each recorded run, read in number order: entries 1, 2, ... of ``recorded[n - 1]``.
+    recorded: list[Lookup]
+    taken: set[int] = field(default_factory=set)
+    #: The recorded runs a run of this try took the calls left in flight of (see :meth:`DurableJournal.calls_taken_over`).
+    taken_over: set[int] = field(default_factory=set)
+    #: This try's runs under the parent that have not ended, with what their first call asked.
+    active: dict[DurableRun, tuple[str, str, str | None, str]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def indistinct(self) -> set[int]:
+        """The recorded runs that could not be told apart from another run in flight in their try."""
+        numbers: set[int] = set()
+        for number, (entry, _) in enumerate(self.recorded, start=1):
+            twins = entry.get("twins") if entry is not None else None
+            if isinstance(twins, list) and twins:
+                numbers |= {number, *(twin for twin in twins if isinstance(twin, int))}
+        return numbers
 
 
 def _mark_replaced(key: str, error: BaseException | str | None) -> None:

@@ -1,6 +1,6 @@
 """
-One agent run of a journal and the steps it claims in order: :class:`DurableRun`; and the runs under
-one parent, recorded and of this try, that a new run takes its number among.
+One agent run of a journal and the steps it claims in order: :class:`DurableRun`; and a call an
+earlier try left in flight where no run of this try lines up with it: :class:`CallLeftInFlight`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import functools
 import hashlib
 import logging
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
@@ -79,9 +79,9 @@ class DurableRun:
         self.numbered_new = False
         # Reads of recorded entries queued before their claims, by position (see _recorded_entry).
         self._ahead: dict[int, Future[str | None]] = {}
-        self._reads_ahead = journal._io.in_background
+        self._reads_ahead = journal.io.in_background
         #: Whether the run keeps a snapshot of its entries (see the module's docstring).
-        self.snapshots = parent is None and journal._io.in_background
+        self.snapshots = parent is None and journal.io.in_background
         # The read of the snapshot of the recorded run this one took the number of, and its entries.
         self._snapshot_read: Future[str | None] | None = None
         self._snapshot: dict[int, str] | None = None
@@ -115,35 +115,41 @@ class DurableRun:
         new_run = False
         found: Lookup | None = None
         if not self.path:
-            found, unmatched = self.journal._number(self, kind, name, fingerprint, parts)
+            found, unmatched = self.journal.number_run(self, kind, name, fingerprint, parts)
             new_run = self.numbered_new = found is None
             if self.snapshots:
                 self._open_snapshot(found)
-            for path in self.journal._runs_taken_over(self):
-                self.calls_left_in_flight += self.journal._calls_left_in_flight(path, 1)
-        step = JournalStep(self, next(self._positions), kind, name, fingerprint, parts)
-        step._counted_when_handed_out = counted_when_handed_out
+            self.calls_left_in_flight += self.journal.calls_taken_over(self)
+        step = JournalStep(
+            self,
+            next(self._positions),
+            kind,
+            name,
+            fingerprint,
+            parts,
+            counted_when_handed_out=counted_when_handed_out,
+        )
         self.follows = step.digest
         self.steps.append(step)
         if fingerprint is None:
-            self._diverge(step, "what it asks could not be fingerprinted")
+            self.diverge(step, "what it asks could not be fingerprinted")
         elif new_run:
             # Nothing was recorded under a new number: no need to look.
             self.reads = step.reads_nested_runs = False
             if unmatched:
-                self._diverge(step, unmatched)
+                self.diverge(step, unmatched)
         elif self.reads:
             self._look_up(step, found)
         if new_run:
             # The first entry of a run under a new number holds that number from now on.
-            step._mark(STARTED, "start mark")
+            step.mark_started()
         log.debug("Durable: claimed step=%s replayed=%s", step.describe(), step.replayed)
         return step
 
     def _look_up(self, step: JournalStep, found: Lookup | None) -> None:
         entry, problem = found if found is not None else self._recorded_entry(step.position)
         if problem:
-            self._diverge(step, problem)
+            self.diverge(step, problem)
             return
         if entry is None:
             step.nothing_recorded = True
@@ -152,22 +158,18 @@ class DurableRun:
         if (entry.get("kind"), entry.get("name")) == (step.kind, step.name):
             step.take_recorded_fingerprint(entry.get("fingerprint"))
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
-            self._diverge(step, why_another_call(entry, step.kind))
+            self.diverge(step, why_another_call(entry, step.kind))
         elif entry.get("fingerprint") != step.fingerprint:
-            self._diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
+            self.diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
         elif entry.get("follows") != step.follows:
-            self._diverge(step, "an earlier call of this run changed since it was recorded")
+            self.diverge(step, "an earlier call of this run changed since it was recorded")
         elif state == IN_FLIGHT:
             # Its outcome is unknown: the adapter resolves it by its tool's policy (R-56).
             step.interrupted = True
             meta = entry.get("meta")
             step.meta = meta if isinstance(meta, dict) else {}
         elif state == DONE:
-            step.replayed = True
-            step.result = entry.get("result")
-            step.meta = entry.get("meta") or {}
-            if not step._counted_when_handed_out:
-                step.handed_out()
+            step.replay(entry)
         else:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
@@ -176,7 +178,7 @@ class DurableRun:
         """Read the snapshot of the recorded run this run took the number of; a new run has none."""
         if found is None:
             return
-        self._snapshot_read = self.journal._io.read_later(snapshot_key(self.path))
+        self._snapshot_read = self.journal.io.read_later(snapshot_key(self.path))
         with contextlib.suppress(ValueError, RecursionError):  # then it keeps no snapshot
             self._stored[1] = json_text(found[0])
 
@@ -198,7 +200,7 @@ class DurableRun:
     def _write_snapshot(self, text: str) -> Exception | None:
         """Write ``text`` under the run's snapshot key; the error if the store refused it."""
         try:
-            self.journal._io.call(functools.partial(self.journal.storage.write, snapshot_key(self.path), text))
+            self.journal.io.call(functools.partial(self.journal.storage.write, snapshot_key(self.path), text))
         except Exception as error:
             self._wrote_snapshot = None
             return error
@@ -243,7 +245,7 @@ class DurableRun:
                 for ahead in range(position + 1, position + 1 + READ_AHEAD)
                 if ahead not in self._ahead and ahead not in snapshot
             ]
-        reads = self.journal._io.reads_later([f"{self.path}.{n}" for n in wanted])
+        reads = self.journal.io.reads_later([f"{self.path}.{n}" for n in wanted])
         self._ahead.update(zip(wanted, reads, strict=True))
         text, problem = text_of(self._ahead.pop(position))
         if text is not None and self.snapshots:
@@ -254,15 +256,29 @@ class DurableRun:
             self.stop_reading_ahead()
         return found
 
+    def note_stored(self, position: int, text: str | None) -> None:
+        """The store now holds ``text`` at ``position`` (``None``: this try does not know what), for the snapshot."""
+        if not self.snapshots:
+            return
+        if text is None:
+            self._stored.pop(position, None)
+        else:
+            self._stored[position] = text
+
+    def take_read_ahead(self, position: int) -> Future[str | None] | None:
+        """The read of ``position`` this run made ahead of its claims and never used, handed over (for clean-up)."""
+        return self._ahead.pop(position, None)
+
     def stop_reading_ahead(self) -> None:
         """Drop the reads ahead not made yet; those made are kept for clean-up."""
         self._reads_ahead = False
         self._ahead = {position: read for position, read in self._ahead.items() if not read.cancel()}
 
-    def _diverge(self, step: JournalStep, reason: str) -> None:
+    def diverge(self, step: JournalStep, reason: str) -> None:
+        """From ``step`` on, this run no longer lines up with what was recorded (``reason``): its calls run live."""
         if self.reads and not self.numbered_new:
             # What was recorded from here on is stale: a call it left in flight must still be resolved.
-            self.calls_left_in_flight += self.journal._calls_left_in_flight(self.path, step.position)
+            self.calls_left_in_flight += self.journal.calls_left_in_flight(self.path, step.position)
         self.stop_reading_ahead()
         self.reads = False
         step.reads_nested_runs = False
@@ -310,27 +326,4 @@ class CallLeftInFlight:
         entry["meta"] = {RESOLUTION_META: resolution}
         if done:
             entry["result"] = result
-        self.journal._replace_mark(self.key, entry)
-
-
-@dataclass
-class _Runs:
-    """The runs under one parent (the journal, or a step): those recorded, and those of this try."""
-
-    #: The first entry of each recorded run, read in number order: entries 1, 2, ... of ``recorded[n - 1]``.
-    recorded: list[Lookup]
-    taken: set[int] = field(default_factory=set)
-    #: The recorded runs a run of this try took the calls left in flight of (see ``DurableJournal._runs_taken_over``).
-    taken_over: set[int] = field(default_factory=set)
-    #: This try's runs under the parent that have not ended, with what their first call asked.
-    active: dict[DurableRun, tuple[str, str, str | None, str]] = field(default_factory=dict)
-
-    @functools.cached_property
-    def indistinct(self) -> set[int]:
-        """The recorded runs that could not be told apart from another run in flight in their try."""
-        numbers: set[int] = set()
-        for number, (entry, _) in enumerate(self.recorded, start=1):
-            twins = entry.get("twins") if entry is not None else None
-            if isinstance(twins, list) and twins:
-                numbers |= {number, *(twin for twin in twins if isinstance(twin, int))}
-        return numbers
+        self.journal.replace_mark(self.key, entry)

@@ -58,3 +58,13 @@ def journal_in_use(host: Host | None = None) -> DurableJournal | None:
 def running_step() -> JournalStep | None:
     """The live step whose call is running in this context, if any."""
     return _running_step.get()
+
+
+@contextlib.contextmanager
+def step_scope(step: JournalStep) -> Iterator[JournalStep]:
+    """Make ``step`` the running step inside this block: runs started in it nest under it."""
+    token = _running_step.set(step)
+    try:
+        yield step
+    finally:
+        _running_step.reset(token)

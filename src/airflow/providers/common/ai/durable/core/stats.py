@@ -5,6 +5,7 @@ What the steps of one journal did in this try: :class:`JournalStats`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,9 @@ class JournalStats:
     ledger: Any = None
     #: How to tell apart runs that ask the same, in the host's words.
     tell_runs_apart: str = HostWording().tell_runs_apart
+    # Guards the counts updated as the store answers (on the journal's I/O thread) and by runs in
+    # threads of one task; never held while waiting on the store.
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def budget(self) -> dict[str, Any] | None:
@@ -90,6 +94,33 @@ class JournalStats:
         self.used.setdefault(name, ModelUsage()).add(usage)
         if usage.cost_usd is None:
             self.unknown_prices.add(name)
+
+    def count_replayed(self, kind: str, name: str, meta: dict[str, Any]) -> None:
+        """Count a replayed step of ``kind`` named ``name`` and what its recorded ``meta`` says it saved."""
+        self.replayed[kind] += 1
+        self._count_saved(name, meta)
+
+    def uncount_replayed(self, kind: str, name: str, meta: dict[str, Any]) -> None:
+        """Take back :meth:`count_replayed`: the step's recorded result could not be used after all."""
+        self.replayed[kind] -= 1
+        self.replayed += Counter()  # drops the kind if nothing of it replayed
+        self._count_saved(name, meta, sign=-1)
+
+    def count_recorded(self, kind: str) -> None:
+        """Count a live step's result that the store holds now."""
+        with self._lock:
+            self.recorded[kind] += 1
+
+    def count_not_recorded(self, kind: str, step: str, reason: str) -> None:
+        """Count a live step's result that could not be recorded, named (``step``) with why."""
+        with self._lock:
+            self.not_recorded.append(f"{step}: {reason}")
+            self.not_recorded_kinds[kind] += 1
+
+    def count_indistinct_runs(self, runs: int) -> None:
+        """Count ``runs`` more runs that ran live, not told apart from another run asking the same."""
+        with self._lock:
+            self.indistinct_runs += runs
 
     def _count_saved(self, name: str, meta: dict[str, Any], sign: int = 1) -> None:
         tokens = meta.get("tokens")

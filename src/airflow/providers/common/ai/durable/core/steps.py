@@ -8,7 +8,6 @@ import contextlib
 import functools
 import hashlib
 import logging
-from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,8 @@ from airflow.providers.common.ai.durable.core.entries import (
     FORMAT_VERSION,
     IN_FLIGHT,
     MASKED,
+    STARTED,
+    json_text,
 )
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
 from airflow.providers.common.ai.durable.core.in_flight import (
@@ -30,7 +31,7 @@ from airflow.providers.common.ai.durable.core.in_flight import (
     started_now,
 )
 from airflow.providers.common.ai.durable.core.masking import masked, masked_text
-from airflow.providers.common.ai.durable.core.scope import _running_step
+from airflow.providers.common.ai.durable.core.scope import step_scope
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class JournalStep:
         name: str,
         fingerprint: str | None,
         parts: dict[str, Any] | None = None,
+        *,
+        counted_when_handed_out: bool = False,
     ) -> None:
         self.run = run
         self.position = position
@@ -104,7 +107,7 @@ class JournalStep:
         self._finished = False
         # Whether this replayed step is counted in the try's summary (see handed_out), and when.
         self._counted = False
-        self._counted_when_handed_out = False
+        self._counted_when_handed_out = counted_when_handed_out
         #: When the step was claimed (its call started, or its entry was looked up), seconds since the epoch.
         self.started = events.now()
         #: What this live call reported with used(), recorded with its result: its total tokens,
@@ -145,22 +148,20 @@ class JournalStep:
         """
         if mark_in_flight:
             self.mark_in_flight()
-        token = _running_step.set(self)
-        try:
-            yield self
-        except Exception as error:
-            self.fail(f"it raised {type(error).__name__}")
-            raise
-        except BaseException as error:
-            # Cut off (the task's timeout, a cancellation, the process exiting): the call may have
-            # done its work, so its in-flight mark stays for the next try to resolve (R-56). It did
-            # not run to its end: the summary names it apart from the calls that ran live.
-            self._finished = True
-            self.no_result = f"the try was cut off during the call ({type(error).__name__}); it stays in flight"
-            self.run.journal.stats.cut_off.append(f"{self.describe()} ({type(error).__name__})")
-            raise
-        finally:
-            _running_step.reset(token)
+        with step_scope(self):
+            try:
+                yield self
+            except Exception as error:
+                self.fail(f"it raised {type(error).__name__}")
+                raise
+            except BaseException as error:
+                # Cut off (the task's timeout, a cancellation, the process exiting): the call may have
+                # done its work, so its in-flight mark stays for the next try to resolve (R-56). It did
+                # not run to its end: the summary names it apart from the calls that ran live.
+                self._finished = True
+                self.no_result = f"the try was cut off during the call ({type(error).__name__}); it stays in flight"
+                self.run.journal.stats.cut_off.append(f"{self.describe()} ({type(error).__name__})")
+                raise
 
     def mark_in_flight(self, *, asked: bool | None = None, policy: str | None = None) -> None:
         """
@@ -203,8 +204,8 @@ class JournalStep:
             self._finished = True
         stored, held_a_secret = masked(result)
         if held_a_secret and not ran:
-            self.run.journal._not_recorded(
-                self, "result", "it held a secret, so the call stays in flight", then="its policy resolves it again"
+            self._not_recorded(
+                "result", "it held a secret, so the call stays in flight", then="its policy resolves it again"
             )
             self._emit(events.RESOLVED, self.usage)
             return False
@@ -215,11 +216,11 @@ class JournalStep:
             **({RESOLUTION_META: self.resolution} if self.resolution is not None else {}),
             **(meta or {}),
         }
-        written = self.run.journal._write(self, self._entry(state, result=stored, meta=meta), what="result")
+        written = self._write(self._entry(state, result=stored, meta=meta), what="result")
         if written:
             self.recorded = stored
         if written and held_a_secret:
-            self.run.journal._not_recorded(self, "result", "it held a secret, which is stored masked")
+            self._not_recorded("result", "it held a secret, which is stored masked")
         replayable = written and not held_a_secret
         self._emit(events.RESOLVED if not ran else events.LIVE if replayable else events.NOT_RECORDED, self.usage)
         return replayable
@@ -246,7 +247,7 @@ class JournalStep:
         """This live step completed, but its result cannot be recorded: it runs again next try."""
         self._finish()
         self.no_result = reason
-        self.run.journal._not_recorded(self, "result", reason)
+        self._not_recorded("result", reason)
         self._mark(FAILED, "failure mark")
         self._emit(events.NOT_RECORDED, self.usage, reason=reason)
 
@@ -284,8 +285,7 @@ class JournalStep:
         """Count this replayed step in the try's summary and usage: its recorded result was used."""
         if self.replayed and not self._counted:
             self._counted = True
-            self.run.journal.stats.replayed[self.kind] += 1
-            self.run.journal.stats._count_saved(self.name, self.meta)
+            self.run.journal.stats.count_replayed(self.kind, self.name, self.meta)
             self._emit(events.REPLAYED, self.meta)
 
     def refuse_replay(self, reason: str) -> None:
@@ -294,12 +294,9 @@ class JournalStep:
         step runs live, and so does every later step of its run.
         """
         if self._counted:
-            stats = self.run.journal.stats
-            stats.replayed[self.kind] -= 1
-            stats.replayed += Counter()  # drops the kind if nothing of it replayed
-            stats._count_saved(self.name, self.meta, sign=-1)
+            self.run.journal.stats.uncount_replayed(self.kind, self.name, self.meta)
         self.replayed, self.result, self.meta, self._counted = False, None, {}, False
-        self.run._diverge(self, reason)
+        self.run.diverge(self, reason)
 
     def discard(self, reason: str) -> None:
         """
@@ -307,13 +304,65 @@ class JournalStep:
         that made the run fail and would fail it the same way again.
         """
         log.info("Durable: the next try runs this call live again step=%s reason=%r", self.describe(), reason)
-        self.run.journal._write(self, self._entry(DISCARDED), what="discard mark")
+        self._write(self._entry(DISCARDED), what="discard mark")
+
+    def mark_started(self) -> None:
+        """Write this step, the first of a run under a new number, as started: it holds the number from now on."""
+        self._mark(STARTED, "start mark")
+
+    def replay(self, entry: dict[str, Any]) -> None:
+        """Replay ``entry``, this call's recorded one: counted now, or once handed out if claimed so."""
+        self.replayed = True
+        self.result = entry.get("result")
+        self.meta = entry.get("meta") or {}
+        if not self._counted_when_handed_out:
+            self.handed_out()
 
     def _mark(self, state: str, what: str, **fields: Any) -> None:
         # A failure only replaces a mark this try wrote: with none, the next try runs it live anyway.
         if state == FAILED and not self._marked:
             return
-        self._marked = self.run.journal._write(self, self._entry(state, **fields), what=what) or self._marked
+        self._marked = self._write(self._entry(state, **fields), what=what) or self._marked
+
+    def _write(self, entry: dict[str, Any], *, what: str) -> bool:
+        """
+        Queue ``entry`` as this step's entry; return whether it could be (it is JSON). A write the
+        store refuses is reported when the store answers.
+        """
+        try:
+            text = json_text(entry)
+        except (TypeError, ValueError, RecursionError) as error:
+            return self._not_recorded(what, f"it is not JSON: {type(error).__name__}: {str(error)[:200]}")
+        run = self.run
+        problem = run.fence() if run.snapshots else None
+        if problem is not None:
+            return self._not_recorded(what, problem)
+        done = entry["state"] == DONE
+
+        def stored(error: BaseException | None) -> None:
+            run.note_stored(self.position, text if error is None else None)
+            if error is not None:
+                self.refused = what
+                if what == "result":
+                    self.recorded = None
+                self._not_recorded(what, f"the store refused it: {error}")
+            elif done:
+                run.journal.stats.count_recorded(self.kind)
+
+        run.journal.io.write(self.key, text, stored)
+        return True
+
+    def _not_recorded(self, what: str, reason: str, *, then: str = "it runs again") -> bool:
+        log.warning(
+            "Durable: could not record a step, so %s next try step=%s what=%s reason=%r",
+            then,
+            self.describe(),
+            what,
+            reason,
+        )
+        if what == "result":
+            self.run.journal.stats.count_not_recorded(self.kind, self.describe(), reason)
+        return False
 
     def _emit(self, outcome: str, used: dict[str, Any], reason: str | None = None) -> None:
         self.outcome = outcome
@@ -328,7 +377,7 @@ class JournalStep:
         host.emit(
             events.StepEvent(
                 kind=self.kind,
-                name=self._stored_name,
+                name=self.stored_name,
                 key=self.key,
                 outcome=outcome,
                 started=self.started,
@@ -347,16 +396,18 @@ class JournalStep:
         self.run.journal.stats.ran_live[self.kind] += 1
 
     @functools.cached_property
-    def _stored_name(self) -> str:
-        # A name that holds a secret is stored masked: it then matches no call and runs live. Once
-        # per step: a tool step writes its in-flight mark and its result.
+    def stored_name(self) -> str:
+        """
+        This call's name as its entries store it: masked if it holds a secret (it then matches no
+        call and runs live). Masked once per step: a tool step writes its in-flight mark and its result.
+        """
         return masked_text(self.name)
 
     def _entry(self, state: str, **fields: Any) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
             "kind": self.kind,
-            "name": self._stored_name,
+            "name": self.stored_name,
             "fingerprint": self.fingerprint,
             "follows": self.follows,
             "state": state,

@@ -52,7 +52,7 @@ def _resolve(step: JournalStep, policy: str, outcome: str) -> None:
     """
     step.resolution = f"{policy}: {outcome}"
     log.info("Durable: %s was in flight when a try died; %s", step.describe(), step.resolution)
-    _summarised(step.run, step.key, step._stored_name, step.idempotency_key, policy, outcome)
+    _summarised(step.run, step.key, step.stored_name, step.idempotency_key, policy, outcome)
 
 
 def _summarised(run: DurableRun, key: str, tool: str, idempotency_key: str, policy: str, outcome: str) -> None:
