@@ -290,15 +290,6 @@ def _private_names_defined(tree: ast.Module) -> set[str]:
 TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
 PRIVATE_NAMES = {name: _private_names_defined(tree) for name, tree in TREES.items()}
 
-#: Private members read across modules for now, as (the module that reads, the name). Each is the
-#: same object cut in two; the cut is being redrawn (issue 35) and the list shrinks with it: the
-#: journal page's map index, which its Airflow 2.11 view shares; the testing package's replay
-#: helpers, which the scripted model shares.
-PRIVATE_READS_FOR_NOW = {
-    (f"{PACKAGE}.plugins.journal_page_fab", "_map_index"),
-    *((f"{PACKAGE}.testing.scripted", name) for name in ("_check_key", "_fingerprinted_with")),
-}
-
 
 def _private_reads(name: str, tree: ast.Module) -> set[str]:
     """The private names of other provider modules that ``tree`` reads: ``obj._name`` or ``from m import _name``."""
@@ -319,14 +310,11 @@ def _private_reads(name: str, tree: ast.Module) -> set[str]:
     return reads
 
 
-def test_no_module_reads_a_private_member_of_another_but_those_listed_for_now():
+def test_no_module_reads_a_private_member_of_another():
+    # A module that reads another's private member is the same object cut in two: draw the cut where
+    # the responsibilities part, and give each part a public face the others use.
     reads = {(name, private) for name, tree in TREES.items() for private in _private_reads(name, tree)}
-    assert sorted(reads - PRIVATE_READS_FOR_NOW) == []
-
-
-def test_the_list_of_private_reads_for_now_names_only_reads_that_still_happen():
-    reads = {(name, private) for name, tree in TREES.items() for private in _private_reads(name, tree)}
-    assert sorted(PRIVATE_READS_FOR_NOW - reads) == [], "remove these from PRIVATE_READS_FOR_NOW"
+    assert sorted(reads) == []
 
 
 def test_the_private_read_check_finds_an_attribute_and_an_import_of_another_modules_private_name():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
-from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, _map_index, render_page
+from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, map_index_of, render_page
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -66,7 +66,7 @@ def test_the_tab_is_on_every_task_instance_and_a_task_that_is_not_mapped_is_map_
     [tab] = EXTERNAL_VIEWS
     assert (tab["destination"], tab["url_route"]) == ("task_instance", "agent_journal")
     assert "{DAG_ID}" in tab["href"] and "{RUN_ID}" in tab["href"] and "{TASK_ID}" in tab["href"]
-    assert [_map_index(value) for value in ("{MAP_INDEX}", "3", "-1")] == [-1, 3, -1]
+    assert [map_index_of(value) for value in ("{MAP_INDEX}", "3", "-1")] == [-1, 3, -1]
 
 
 def test_a_cache_path_that_cannot_be_read_is_said_on_the_page_not_a_server_error(monkeypatch, tmp_path):

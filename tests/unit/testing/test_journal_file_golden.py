@@ -30,7 +30,7 @@ from airflow.providers.common.ai.durable.core.journal_file import (
 from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
-from airflow.providers.common.ai.testing.replay import _fingerprinted_with
+from airflow.providers.common.ai.testing.replay import fingerprinted_with
 
 GOLDEN = Path(__file__).parent / "golden"
 #: A fixed [core] fernet_key: the fingerprints in the file are keyed by it.
@@ -86,7 +86,7 @@ def recorded_file() -> str:
 
 @pytest.fixture
 def golden_key():
-    with _fingerprinted_with(FERNET_KEY):
+    with fingerprinted_with(FERNET_KEY):
         yield
 
 

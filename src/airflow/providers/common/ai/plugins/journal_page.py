@@ -40,7 +40,8 @@ from airflow.providers.common.ai.plugins.journal_page_look import head, time_ele
 URL_PREFIX = "/common-ai"
 
 
-def _map_index(value: str) -> int:
+def map_index_of(value: str) -> int:
+    """The map index a request names (its ``map_index``); -1 where that is no number."""
     # The UI leaves "{MAP_INDEX}" as it is for a task that is not mapped.
     try:
         return int(value)
@@ -339,13 +340,13 @@ def create_app() -> Any:
         editor = get_auth_manager().is_authorized_dag(
             method="PUT", access_entity=DagAccessEntity.TASK_INSTANCE, details=DagDetails(id=dag_id), user=user
         )
-        return render_page(journal_of(dag_id, run_id, task_id, _map_index(map_index)), can_edit=editor)
+        return render_page(journal_of(dag_id, run_id, task_id, map_index_of(map_index)), can_edit=editor)
 
     @app.get("/api/journal/{dag_id}/export", dependencies=can_read)
     def journal_export(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> Any:
         if (not_found := what_is_not_found(dag_id, run_id, task_id)) is not None:
             return JSONResponse({"detail": f"Not found: {not_found}"}, status_code=404)
-        status, text, name = download(TaskInstanceId(dag_id, run_id, task_id, _map_index(map_index)))
+        status, text, name = download(TaskInstanceId(dag_id, run_id, task_id, map_index_of(map_index)))
         headers = {"Content-Disposition": f'attachment; filename="{name}"'} if status == 200 else {}
         return Response(text, status_code=status, media_type="application/json", headers=headers)
 
@@ -363,14 +364,14 @@ def create_app() -> Any:
         # Only the page's script sends JSON: a form of another site cannot, with the UI's cookie.
         if not content_type.startswith("application/json"):
             return JSONResponse({"detail": 'send the fork as JSON: {"step": N}'}, status_code=415)
-        status, answer = fork(TaskInstanceId(dag_id, run_id, task_id, _map_index(map_index)), body)
+        status, answer = fork(TaskInstanceId(dag_id, run_id, task_id, map_index_of(map_index)), body)
         return JSONResponse(answer, status_code=status)
 
     @app.get("/api/journal/{dag_id}", dependencies=can_read)
     def journal_api(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> Any:
         if (not_found := what_is_not_found(dag_id, run_id, task_id)) is not None:
             return JSONResponse({"detail": f"Not found: {not_found}"}, status_code=404)
-        return journal_of(dag_id, run_id, task_id, _map_index(map_index))
+        return journal_of(dag_id, run_id, task_id, map_index_of(map_index))
 
     return app
 

@@ -31,8 +31,8 @@ from flask_wtf.csrf import generate_csrf  # type: ignore[import-not-found]
 from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId
 from airflow.providers.common.ai.plugins.journal_page import (
     URL_PREFIX,
-    _map_index,
     journal_of,
+    map_index_of,
     render_not_found,
     render_page,
     what_is_not_found,
@@ -65,7 +65,7 @@ def _task_instance_of_request() -> tuple[str, str, int] | Response:
     task_id = request.args.get("task_id")
     if not run_id or not task_id:
         return Response("run_id and task_id are required, as the task instance's extra link gives them", status=400)
-    return run_id, task_id, _map_index(request.args.get("map_index", "-1"))
+    return run_id, task_id, map_index_of(request.args.get("map_index", "-1"))
 
 
 def _may_edit(dag_id: str) -> bool:

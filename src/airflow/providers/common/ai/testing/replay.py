@@ -126,8 +126,11 @@ def _offline_agent(agent: Agent[Any], fallback: Model | None, strict: bool, seen
 
 
 @contextlib.contextmanager
-def _fingerprinted_with(fernet_key: str | None) -> Iterator[None]:
-    """Fingerprints taken under ``fernet_key`` (that of the deployment that recorded the file) while it lasts."""
+def fingerprinted_with(fernet_key: str | None) -> Iterator[None]:
+    """
+    Fingerprints taken under ``fernet_key`` (that of the deployment that recorded a journal file)
+    while it lasts; under the test's own key when ``None``.
+    """
     if fernet_key is None:
         yield
         return
@@ -136,7 +139,8 @@ def _fingerprinted_with(fernet_key: str | None) -> Iterator[None]:
         yield
 
 
-def _check_key(journal_file: JournalFile) -> None:
+def check_fingerprint_key(journal_file: JournalFile) -> None:
+    """Refuse ``journal_file`` when its calls were fingerprinted under another key than the test's, naming the fix."""
     current = fingerprint_key_of(fingerprint.fingerprint_of_json("{}"))
     if journal_file.fingerprint_key is not None and journal_file.fingerprint_key != current:
         raise ValueError(
@@ -187,8 +191,8 @@ def replay_offline(
     offline = _offline_agent(agent, fallback, strict, {})
     result: RunResult | None = None
     stopped = False
-    with _fingerprinted_with(fernet_key):
-        _check_key(journal_file)
+    with fingerprinted_with(fernet_key):
+        check_fingerprint_key(journal_file)
         journal = DurableJournal(storage)
         with journal_scope(journal):
             try:

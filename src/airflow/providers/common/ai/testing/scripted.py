@@ -34,7 +34,7 @@ from pydantic import TypeAdapter
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts, why_calls_differ
 from airflow.providers.common.ai.durable.core.journal_file import JournalFile
 from airflow.providers.common.ai.durable.openai_agents._model import request_of
-from airflow.providers.common.ai.testing.replay import _check_key, _fingerprinted_with, load_journal_file
+from airflow.providers.common.ai.testing.replay import check_fingerprint_key, fingerprinted_with, load_journal_file
 
 _RESPONSES = TypeAdapter(ModelResponse)
 
@@ -86,7 +86,7 @@ class RecordedScript:
             "prompt": call.prompt,
         }
         names = list(dict.fromkeys(str(recorded.entry.get("name")) for recorded in self.model_calls))
-        with _fingerprinted_with(self.fernet_key):
+        with fingerprinted_with(self.fernet_key):
             described = {
                 name: self._calls.fingerprint_and_parts(request_of(name, asked), what="a model call") for name in names
             }
@@ -111,7 +111,7 @@ class RecordedScript:
         recorded_calls = [recorded for recorded in self.tool_calls if recorded.entry.get("name") == tool.name]
 
         async def invoke(context: Any, arguments: str) -> Any:
-            with _fingerprinted_with(self.fernet_key):
+            with fingerprinted_with(self.fernet_key):
                 asked = tool_call_parts(tool.name, arguments, "")["arguments"]
             for recorded in recorded_calls:
                 parts = recorded.entry.get("parts") or {}
@@ -145,8 +145,8 @@ def scripted_from_file(journal_file: str | Path | JournalFile, *, fernet_key: st
     whose fingerprints were taken under another key than ``fernet_key`` (or the test's).
     """
     journal_file = journal_file if isinstance(journal_file, JournalFile) else load_journal_file(journal_file)
-    with _fingerprinted_with(fernet_key):
-        _check_key(journal_file)
+    with fingerprinted_with(fernet_key):
+        check_fingerprint_key(journal_file)
     script = RecordedScript(journal_file, fernet_key)
     for key, entry in journal_file.steps:
         if entry.get("state") not in ("done", "masked"):
