@@ -68,6 +68,10 @@ class DurableJournal:
     ``host``: what the journal asks of the system it runs in, for its try (by default the current
     host, see ``core/host.py``). With ``clean_up_after_run``, the journal deletes itself when a
     top-level run completes; inside Airflow it is instead deleted when the task instance succeeds.
+
+    An adapter starts runs (:meth:`run`) and claims their steps; a run takes its number from the
+    journal (:meth:`number_run`), and the calls an earlier try left in flight where it no longer
+    lines up with what was recorded (:meth:`calls_taken_over`, :meth:`calls_left_in_flight`).
     """
 
     def __init__(self, storage: JournalStorage, *, host: Host | None = None, clean_up_after_run: bool = False) -> None:
