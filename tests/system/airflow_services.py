@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_4_PLUS
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 #: The REST API's root: v2 on the api-server of Airflow 3, v1 on 2.11's webserver.
@@ -60,6 +60,14 @@ def _is_running(pid: int | None) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def clear_body(run_id: str, task_id: str, *, keep_task_state: bool = True, **more: Any) -> dict[str, Any]:
+    """The body of a ``clearTaskInstances`` request for one task instance; ``keep_task_state`` is Airflow 3.4's."""
+    body = {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False, **more}
+    if AIRFLOW_V_3_4_PLUS:
+        body["keep_task_state"] = keep_task_state
+    return body
 
 
 def _free_port() -> int:
@@ -318,9 +326,12 @@ class AirflowServices:
             self.ensure_running()
             time.sleep(1)
 
-    def clear(self, dag_id: str, run_id: str, task_id: str) -> None:
+    def clear(self, dag_id: str, run_id: str, task_id: str, *, keep_task_state: bool = True) -> None:
         """
         Clear one task instance of a DAG run that finished, as the UI's Clear button does.
+
+        Airflow 3.4's clear discards the task instance's task state store, its journal with it,
+        unless asked to keep it: ``keep_task_state`` is that choice (the UI's "keep task state").
 
         A clear right after the task finished could race the scheduler, which may still be
         marking the DAG run finished; a user sees the finished run first, and so does this.
@@ -336,13 +347,7 @@ class AirflowServices:
         self._request(
             "POST",
             f"{API}/dags/{dag_id}/clearTaskInstances",
-            {
-                "dry_run": False,
-                "dag_run_id": run_id,
-                "task_ids": [task_id],
-                "only_failed": False,
-                "reset_dag_runs": True,
-            },
+            clear_body(run_id, task_id, keep_task_state=keep_task_state, reset_dag_runs=True),
         )
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:

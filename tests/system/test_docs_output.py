@@ -57,8 +57,12 @@ def test_the_docs_show_what_a_run_of_the_durable_agent_example_logs_and_pushes(t
 
     # The quick start's task log: the block that starts with the first try, line for line, in order.
     [quickstart_log] = [b for b in literal_blocks("quickstart.rst", "text") if b[0].startswith("[DAG TEST]")]
-    start = story.index(quickstart_log[0])
-    assert story[start : start + len(quickstart_log)] == [_normalized(line) for line in quickstart_log]
+    expected = [_normalized(line) for line in quickstart_log]
+    if not any(line.startswith("HTTP Request:") for line in story):
+        # Airflow 3.4's dag.test() does not show httpx's own log lines; the docs show 3.3's log.
+        expected = [line for line in expected if not line.startswith("HTTP Request:")]
+    start = story.index(expected[0])
+    assert story[start : start + len(expected)] == expected
 
     # Every try summary line the quick start and durable.rst show is one this run logged.
     summaries = {line for line in story if line.startswith("Durable: replayed")}

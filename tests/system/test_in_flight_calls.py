@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_services import API, AirflowServices
+from airflow_services import API, AirflowServices, clear_body
 from dag_runs import EXAMPLE_DAGS, TEST_DAGS, durable_env, journal_entries, xcom_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
@@ -163,7 +163,7 @@ def test_verify_finds_the_refund_made_and_the_model_gets_its_output_without_a_se
         airflow._request(
             "POST",
             f"{API}/dags/{dag_id}/clearTaskInstances",
-            {"dry_run": False, "dag_run_id": run.run_id, "task_ids": [TASK], "only_failed": False},
+            clear_body(run.run_id, TASK),
         )
     instance = run.finished()
     assert (instance["state"], instance["try_number"]) == ("success", 2), run.log(2)[-3000:]

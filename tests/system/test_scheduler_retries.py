@@ -16,6 +16,7 @@ from airflow_services import AirflowServices
 from dag_runs import TEST_DAGS, durable_env, journal_entries, xcom_return_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_4_PLUS
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +102,41 @@ def test_clearing_a_task_that_failed_for_good_replays_its_journal(airflow, serve
     try_2 = airflow.task_log("durable_cleared", run_id, "triage", 2)
     assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0" in try_2
     assert xcom_return_value("durable_cleared", run_id, "triage") == "Billing, urgent."
+    assert journal_entries("durable_cleared", run_id, out) == []
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_4_PLUS, reason="Airflow before 3.4 keeps the task state store on a clear")
+def test_on_airflow_3_4_a_clear_that_discards_the_task_state_starts_the_task_over(airflow, server, out):
+    """
+    Airflow 3.4's clear discards the task state store, and the journal with it, unless "keep task
+    state" is asked for: the next try runs every call live, as a clear of a succeeded task does.
+    """
+    server.add(
+        reply.tool_calls(("lookup_ticket", {"ticket_id": "T-5"}, "call_lookup")),
+        reply.tool_calls(("lookup_ticket", {"ticket_id": "T-5"}, "call_lookup")),
+        reply.text("Billing, normal."),
+    )
+    server.fail_later(2)  # the failed request takes no answer: try 2 gets the second and third
+    first_request = len(server.requests)
+    run_id = airflow.trigger("durable_cleared")
+    instance = airflow.wait_for_task("durable_cleared", run_id, "triage")
+    assert (instance["state"], instance["try_number"]) == ("failed", 1)
+    assert journal_entries("durable_cleared", run_id, out) != []
+
+    airflow.clear("durable_cleared", run_id, "triage", keep_task_state=False)
+    assert journal_entries("durable_cleared", run_id, out) == []  # discarded by the clear itself
+    instance = airflow.wait_for_task("durable_cleared", run_id, "triage", try_number=2)
+    assert (instance["state"], instance["try_number"]) == ("success", 2)
+
+    # Try 2 asked the model again from the start (the first request of try 1, again) and ran the
+    # tool again: nothing replayed.
+    requests = server.requests[first_request:]
+    assert [r.status for r in requests] == [200, 500, 200, 200]
+    assert requests[2].body["input"] == requests[0].body["input"]
+    assert [call["try"] for call in lines(out / "cleared_tool_calls.jsonl") if call["run_id"] == run_id] == [1, 2]
+    try_2 = airflow.task_log("durable_cleared", run_id, "triage", 2)
+    assert "Durable: replayed 0, ran live 3 (model 2, tool 1), could not record 0" in try_2
+    assert xcom_return_value("durable_cleared", run_id, "triage") == "Billing, normal."
     assert journal_entries("durable_cleared", run_id, out) == []
 
 
