@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks, on a real install, that the provider refuses at import the Airflow releases it cannot run
-# on (3.0 and 3.1.0, docs/versions.rst), naming the reason: bash scripts/refused_lines.sh [DIR]
+# on (3.0 and 3.1.0, docs/airflow_lines.rst), naming the reason: bash scripts/refused_lines.sh [DIR]
 # Each release gets a venv under DIR (default .refused-lines/) with that Airflow from PyPI and this
 # provider without its dependencies. Exits non-zero if one imports, or fails for another reason.
 # 3.1.1 and later are not refused: they run beside openai-agents 0.20 (AIRFLOW_LINE=3.1).

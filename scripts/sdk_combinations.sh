@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The install a user makes, per Airflow release and openai-agents release the docs' version table
-# names (docs/versions.rst): pip install of this checkout beside apache-airflow==A and
+# names (docs/airflow_lines.rst): pip install of this checkout beside apache-airflow==A and
 # openai-agents==S with no constraints file, then a task that fails after a model call and a tool
 # call, through real retries under dag.test(): the retry replays both (the model server sees each
 # request once, the tool runs once) and the journal is deleted when the task succeeds.

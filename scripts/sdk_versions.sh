@@ -8,7 +8,7 @@
 # Makes (once) .venv-sdk-VERSION with this checkout editable, apache-airflow==3.3.2 and
 # openai-agents==VERSION, pinned by constraints/sdk-MINOR.txt when there is one (NO_CONSTRAINTS=1
 # lets pip resolve freely, as a user's pip install does), then runs pytest in it. The versions and
-# what was run on each are in docs/versions.rst; scripts/sdk_combinations.sh runs the combinations
+# what was run on each are in docs/airflow_lines.rst; scripts/sdk_combinations.sh runs the combinations
 # it names.
 #
 #   AIRFLOW_VERSION  the apache-airflow release (default 3.3.2); another one gets the venv
