@@ -147,6 +147,9 @@ def _invalid_key_error() -> type[Exception]:
 AIRFLOW_WORDING = HostWording(
     tell_runs_apart="give each its own durable_key (run_durably(..., durable_key=...))",
     prices_setting="[common.ai] model_prices",
+    durable_tool_call="a function-tool or MCP tool call of a durable run (run_durably, run_durably_sync or "
+    "AgentOperator(durable=True)) in an Airflow task",
+    asks_a_person="AgentOperator(durable=True)",
 )
 
 #: What the journal core asks of Airflow.

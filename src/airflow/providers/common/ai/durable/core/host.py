@@ -66,6 +66,10 @@ class HostWording:
     tell_runs_apart: str = "give each its own key (DurableJournal.run(key=...))"
     #: Where a deployment sets the price of a model (names the setting).
     prices_setting: str = "the host's price_overrides"
+    #: Where ``current_idempotency_key()`` works (names the entry points that run tool calls durably).
+    durable_tool_call: str = "a tool call of a durable run"
+    #: Who can ask a person about a call found in flight (the end of "which only ... can ask a person about").
+    asks_a_person: str = "a journal whose host has an approval desk"
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,21 @@ class InFlightPolicy:
 #: The policy of a tool that names none.
 DEFAULT_POLICY = InFlightPolicy()
 
+#: The attribute a tool (or a server of tools) keeps its in-flight policy under, whatever its framework.
+_POLICY_ATTRIBUTE = "_airflow_durable_in_flight"
+
+
+def attach_policy(target: Any, policy: InFlightPolicy) -> Any:
+    """Attach ``policy`` to ``target``, a tool or a server of tools of an agent framework; returns ``target``."""
+    setattr(target, _POLICY_ATTRIBUTE, policy)
+    return target
+
+
+def attached_policy(target: Any) -> InFlightPolicy | None:
+    """The policy :func:`attach_policy` attached to ``target``, if any."""
+    policy = getattr(target, _POLICY_ATTRIBUTE, None)
+    return policy if isinstance(policy, InFlightPolicy) else None
+
 
 def started_now() -> dict[str, str]:
     """The ``meta`` of an in-flight mark written as the call starts."""

@@ -22,11 +22,12 @@ except ImportError as error:  # pragma: no cover - openai-agents is a dependency
         "Durable agent runs need the OpenAI Agents SDK: pip install openai-agents"
     ) from error
 
+from airflow.providers.common.ai.durable.core.adapter import current_idempotency_key
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.in_flight import Happened
 from airflow.providers.common.ai.durable.openai_agents._model import SERVER_SIDE_CONVERSATION_OPTIONS
 from airflow.providers.common.ai.durable.openai_agents._run import run_durably, run_durably_streamed, run_durably_sync
-from airflow.providers.common.ai.durable.openai_agents._tools import current_idempotency_key, in_flight
+from airflow.providers.common.ai.durable.openai_agents._tools import in_flight
 
 __all__ = [
     "SERVER_SIDE_CONVERSATION_OPTIONS",

@@ -32,6 +32,7 @@ from openai.types.responses import (
 from pydantic import ValidationError
 
 from airflow.providers.common.ai.durable.core import in_flight
+from airflow.providers.common.ai.durable.core.adapter import settled
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
@@ -39,7 +40,7 @@ from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
-from airflow.providers.common.ai.durable.openai_agents._budget import admitted_by_budget, settled, usage_of
+from airflow.providers.common.ai.durable.openai_agents._budget import admitted_by_budget, usage_of
 from airflow.providers.common.ai.durable.openai_agents._in_flight import (
     InFlightMarkNotStored,
     RunStopped,

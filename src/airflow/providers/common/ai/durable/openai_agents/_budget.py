@@ -1,6 +1,7 @@
 """
-The task's budget (R-58) around a live model request of a journaled run: wait until it may be
-sent, count what it used, and the usage of an SDK answer as the journal counts it.
+The task's budget (R-58) around a live model request of a journaled run, on the SDK's side: the
+usage of an SDK answer as the journal counts it, and a refusal carried through the SDK's run loop.
+The budget itself is the core's (``core/adapter.py``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents import Usage
 
+from airflow.providers.common.ai.durable.core import adapter
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
 from airflow.providers.common.ai.durable.openai_agents._stops import RunStopped, stopping
 
@@ -30,29 +32,17 @@ def usage_of(model: str, usage: Usage) -> ModelUsage:
 
 async def admitted_by_budget(
     journal: DurableJournal, model: str, key: str, call: dict[str, Any], *, carried: bool
-) -> Any:
+) -> adapter.BudgetAdmission | None:
     """
-    Wait until the task's budget lets this live request to ``model`` be sent; what to hand to
-    :func:`settled` once it returned. A refusal fails the task: carried out of the SDK's run loop
-    (``carried``, converted back at the run's edge), or as it is (a streamed run hands the user its
-    loop's exception as it is).
+    :func:`adapter.admitted_by_budget` for the SDK's request ``call``. A refusal fails the task:
+    carried out of the SDK's run loop (``carried``, converted back at the run's edge), or as it is
+    (a streamed run hands the user its loop's exception as it is).
     """
-    ledger = journal.budget
-    if ledger is None:
-        return None
     settings = call.get("model_settings")
     try:
-        return ledger, await ledger.admit(model, key, getattr(settings, "max_tokens", None))
+        return await adapter.admitted_by_budget(journal, model, key, getattr(settings, "max_tokens", None))
     except Exception as refused:
-        journal.stats.refusals[key] = str(refused)  # the step's summary says why it has no result
         if carried:
             raise RunStopped(refused) from None
         stopping(refused)
         raise
-
-
-def settled(admission: Any, used: ModelUsage | None) -> None:
-    """The request :func:`admitted_by_budget` let through returned; ``used``: what it used, if it got an answer."""
-    if admission is not None:
-        ledger, most = admission
-        ledger.settled(most, used)

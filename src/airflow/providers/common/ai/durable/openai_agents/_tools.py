@@ -1,7 +1,7 @@
 """
-Function tools in a journaled run: the idempotency key a tool call is given, the failures a
-tool's failure policy turned into text for the model while the call runs, and the policy a tool
-(or an MCP server) names for a call of it found in flight (:func:`in_flight`).
+Function tools in a journaled run: the failures a tool's failure policy turned into text for the
+model while the call runs, and the policy a tool (or an MCP server) names for a call of it found
+in flight (:func:`in_flight`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-from airflow.providers.common.ai.durable.core.in_flight import DEFAULT_POLICY, RERUN, InFlightPolicy, Verified
+from airflow.providers.common.ai.durable.core.in_flight import (
+    DEFAULT_POLICY,
+    RERUN,
+    InFlightPolicy,
+    Verified,
+    attach_policy,
+    attached_policy,
+)
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.openai_agents._mcp import mcp_origin
 from airflow.providers.common.ai.durable.openai_agents._sdk_private import raised_checking_arguments, runs_in_a_thread
@@ -44,27 +51,6 @@ def noting_failures() -> Iterator[list[BaseException]]:
         yield failures
     finally:
         _handled_failures.reset(token)
-
-
-def current_idempotency_key() -> str:
-    """
-    The idempotency key of the function-tool or MCP tool call running now: the same string on
-    every try of the task instance for the same call, so a tool with side effects can recognise
-    a repeat.
-
-    Raises ``RuntimeError`` outside a function-tool or MCP tool call of a durable run.
-    """
-    step = running_step()
-    if step is None:
-        raise RuntimeError(
-            "current_idempotency_key() only works inside a function-tool or MCP tool call of a durable run "
-            "(run_durably, run_durably_sync or AgentOperator(durable=True)) in an Airflow task"
-        )
-    return step.idempotency_key
-
-
-#: The attribute a function tool or an MCP server keeps its in-flight policy under.
-_POLICY = "_airflow_durable_in_flight"
 
 
 def in_flight(
@@ -114,20 +100,19 @@ class _ToolPolicy(InFlightPolicy):
                 "in_flight(...) applies to a function tool (put it above @function_tool) or an MCP server, "
                 f"not {type(target).__name__}"
             )
-        setattr(target, _POLICY, self)
-        return target
+        return attach_policy(target, self)
 
 
 def policy_of(tool: Any) -> InFlightPolicy:
     """The in-flight policy of a function tool: its own, its MCP server's (for that tool), or ``rerun``."""
-    policy = getattr(tool, _POLICY, None)
-    if isinstance(policy, InFlightPolicy):
+    policy = attached_policy(tool)
+    if policy is not None:
         return policy
     origin = mcp_origin(tool)
     if origin is not None:
         server, name = origin
-        policy = getattr(server, _POLICY, None)
-        if isinstance(policy, InFlightPolicy):
+        policy = attached_policy(server)
+        if policy is not None:
             return policy.for_tool(name)
     return DEFAULT_POLICY
 
