@@ -22,8 +22,8 @@ from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable.core.budget import BUDGET_KEY
 from airflow.providers.common.ai.durable.core.in_flight import Happened
+from airflow.providers.common.ai.durable.core.in_flight_calls import InFlightNotVerified
 from airflow.providers.common.ai.durable.openai_agents import UsageBudget, in_flight, run_durably
-from airflow.providers.common.ai.durable.openai_agents._in_flight import InFlightNotVerified
 
 REFUND = function_call("refund", {"order": "A-1"}, call_id="c1")
 ASK_CLERK = function_call("clerk", {"request": "refund A-1"}, call_id="b1")

@@ -36,6 +36,7 @@ from airflow.providers.common.ai.durable.core.adapter import settled
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.in_flight_calls import VerifiedCalls
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
@@ -43,8 +44,6 @@ from airflow.providers.common.ai.durable.core.usage import ModelUsage
 from airflow.providers.common.ai.durable.openai_agents._budget import admitted_by_budget, usage_of
 from airflow.providers.common.ai.durable.openai_agents._in_flight import (
     InFlightMarkNotStored,
-    RunStopped,
-    VerifiedCalls,
     output_without_running,
     resolve_before_tools,
     resolve_left_in_flight,
@@ -68,7 +67,7 @@ from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
     nested_agent_run_was_interrupted,
     run_hooks,
 )
-from airflow.providers.common.ai.durable.openai_agents._stops import RunStops
+from airflow.providers.common.ai.durable.openai_agents._stops import RunStopped, RunStops
 from airflow.providers.common.ai.durable.openai_agents._tool_output import (
     ToolOutputNotRecordable,
     decode_tool_output,
