@@ -150,6 +150,9 @@ AIRFLOW_WORDING = HostWording(
     durable_tool_call="a function-tool or MCP tool call of a durable run (run_durably, run_durably_sync or "
     "AgentOperator(durable=True)) in an Airflow task",
     asks_a_person="AgentOperator(durable=True)",
+    key_setting="[core] fernet_key",
+    where_keys_are_set="on every Airflow component",
+    export_again="export it again with: airflow common-ai journal export DAG_ID TASK_ID RUN_ID -o FILE",
 )
 
 #: What the journal core asks of Airflow.

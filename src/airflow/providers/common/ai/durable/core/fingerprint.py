@@ -30,6 +30,7 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.masking import masked
 
 log = logging.getLogger(__name__)
@@ -102,9 +103,12 @@ def _derived_keys(fernet_key: tuple[str, ...]) -> tuple[tuple[bytes, str], ...] 
     # By the keys themselves: a key setting that changes (a test, a replay under another
     # deployment's key) derives its own, with nothing to reset.
     if not fernet_key:
+        wording = current_host().wording
         log.warning(
-            "Durable: [core] fernet_key is not set, so fingerprints are plain SHA-256 and a short secret "
-            "in a request could be guessed from the journal; set a Fernet key on every Airflow component"
+            "Durable: %s is not set, so fingerprints are plain SHA-256 and a short secret in a request could be "
+            "guessed from the journal; set a Fernet key %s",
+            wording.key_setting,
+            wording.where_keys_are_set,
         )
         return None
     keys = (hashlib.sha256(_KEY_DERIVATION + key.encode()).digest() for key in fernet_key)

@@ -70,6 +70,12 @@ class HostWording:
     durable_tool_call: str = "a tool call of a durable run"
     #: Who can ask a person about a call found in flight (the end of "which only ... can ask a person about").
     asks_a_person: str = "a journal whose host has an approval desk"
+    #: The Fernet key setting, as a user sets it.
+    key_setting: str = "the Fernet key setting"
+    #: Where a Fernet key must be set (the end of "set a Fernet key ...").
+    where_keys_are_set: str = "wherever the journal is read and written"
+    #: How to get a journal file anew (the end of a message about one that cannot be read).
+    export_again: str = "export it again"
 
 
 @dataclass(frozen=True)

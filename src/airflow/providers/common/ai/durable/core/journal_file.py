@@ -31,14 +31,13 @@ from airflow.providers.common.ai.durable.core.entries import (
     json_text,
     parsed_entry,
 )
+from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.journal_view import key_order
 
 #: What a journal file says it is, and the version of its schema this release writes and reads.
 SCHEMA = "apache-airflow-providers-common-ai/journal"
 VERSION = 1
 _READABLE_VERSIONS = frozenset({1})
-#: What a file that cannot be read should be done about.
-_EXPORT_AGAIN = "export it again with: airflow common-ai journal export DAG_ID TASK_ID RUN_ID -o FILE"
 
 
 class JournalFileError(ValueError):
@@ -159,11 +158,13 @@ def read_journal_file(
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise JournalFileError(f"{name} is not complete JSON ({error}); it may be truncated: {_EXPORT_AGAIN}") from None
+        raise JournalFileError(
+            f"{name} is not complete JSON ({error}); it may be truncated: {current_host().wording.export_again}"
+        ) from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         found = document.get("schema") if isinstance(document, dict) else type(document).__name__
         raise JournalFileError(
-            f"{name} is not a journal file (its schema is {found!r}, not {SCHEMA!r}): {_EXPORT_AGAIN}"
+            f"{name} is not a journal file (its schema is {found!r}, not {SCHEMA!r}): {current_host().wording.export_again}"
         )
     if document.get("version") not in _READABLE_VERSIONS:
         raise JournalFileError(
@@ -173,7 +174,9 @@ def read_journal_file(
     task_instance = document.get("task_instance")
     steps = document.get("steps")
     if not isinstance(task_instance, dict) or not isinstance(steps, list):
-        raise JournalFileError(f"{name} has no task_instance or no steps: it is not whole; {_EXPORT_AGAIN}")
+        raise JournalFileError(
+            f"{name} has no task_instance or no steps: it is not whole; {current_host().wording.export_again}"
+        )
     for field_name, wanted in (("dag_id", dag_id), ("task_id", task_id)):
         if wanted is not None and task_instance.get(field_name) != wanted:
             raise JournalFileError(
@@ -185,7 +188,9 @@ def read_journal_file(
         key = step.get("key") if isinstance(step, dict) else None
         entry = step.get("entry") if isinstance(step, dict) else None
         if not isinstance(key, str) or not is_step_key(key) or not isinstance(entry, dict):
-            raise JournalFileError(f"{name}: step {position} has no key or no entry; {_EXPORT_AGAIN}")
+            raise JournalFileError(
+                f"{name}: step {position} has no key or no entry; {current_host().wording.export_again}"
+            )
         if entry.get("format") not in READABLE_FORMATS:
             raise JournalFileError(
                 f"{name}: step {key} has entry format {entry.get('format')!r}, which this release does not read "
