@@ -119,8 +119,7 @@ def test_a_fork_at_step_2_replays_steps_1_and_2_and_runs_step_3_live_on_the_next
         rerun = _cli("tasks", "test", DAG_ID, "triage", run_id, env=durable_env(server, tmp_path))
     output = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, output[-5000:]
-    assert "Durable: model 'gpt-4.1-mini' at 1.1 replayed" in output
-    assert "Durable: tool 'lookup_ticket' at 1.2 replayed" in output
+    assert "Durable: replayed steps 1.1 to 1.2: 1 model call ('gpt-4.1-mini'), 1 tool call ('lookup_ticket')" in output
     assert "Durable: model 'gpt-4.1-mini' at 1.3 ran live" in output
     assert len(server.requests) == 1  # step 3 only
     assert [call["try"] for call in _tool_calls(tmp_path)] == [1]  # the tool never ran again

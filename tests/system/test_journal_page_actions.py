@@ -226,8 +226,7 @@ def test_a_fork_at_step_2_replays_1_and_2_on_the_next_try_and_runs_3_live(page, 
     assert (instance["state"], instance["try_number"]) == ("success", 2), services.service_log("scheduler")[-4000:]
     assert len(server.requests) == 3  # try 1's two, and step 3 of try 2
     log = services.task_log(DAG_ID, run_id, TASK_ID, 2)
-    assert "Durable: model 'gpt-4.1-mini' at 1.1 replayed" in log
-    assert "Durable: tool 'lookup_ticket' at 1.2 replayed" in log
+    assert "Durable: replayed steps 1.1 to 1.2: 1 model call ('gpt-4.1-mini'), 1 tool call ('lookup_ticket')" in log
     assert "Durable: model 'gpt-4.1-mini' at 1.3 ran live" in log
     calls = [json.loads(line) for line in Path(out, "kept_tool_calls.jsonl").read_text().splitlines()]
     assert [call["try"] for call in calls] == [1]  # the tool never ran again

@@ -1,4 +1,7 @@
-"""A durable run logs each step as it completes, replayed or live, so the task log shows progress (R-38)."""
+"""
+A durable run logs each live step as it completes, and each stretch of replayed steps as one line
+when it ends, so the task log shows progress (R-38).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 LOGGER = "airflow.providers.common.ai.durable.openai_agents"
 
 
-def test_each_step_is_logged_when_it_completes_replayed_or_live(caplog):
+def test_each_live_step_is_logged_when_it_completes_and_the_replayed_ones_before_it_as_one_line(caplog):
     seen_by_the_tool: list[list[str]] = []
 
     def progress() -> list[str]:
@@ -38,8 +41,7 @@ def test_each_step_is_logged_when_it_completes_replayed_or_live(caplog):
         task.attempt(Agent(name="a", model=ScriptedModel([[assistant_message("ok")]]), tools=[weather]))
 
     assert progress() == [
-        "Durable: model 'ScriptedModel' at 1.1 replayed",
-        "Durable: tool 'weather' at 1.2 replayed",
+        "Durable: replayed steps 1.1 to 1.2: 1 model call ('ScriptedModel'), 1 tool call ('weather')",
         "Durable: model 'ScriptedModel' at 1.3 ran live",
     ]
 
@@ -63,3 +65,51 @@ def test_a_tool_whose_failure_the_sdk_passed_to_the_model_is_logged_as_failed(ca
         'reason="the SDK passed the tool\'s failure to the model as text"',
         "Durable: model 'ScriptedModel' at 1.3 ran live",
     ]
+
+
+def _progress_lines(caplog) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name.startswith(LOGGER) and r.getMessage().startswith("Durable: ")
+    ]
+
+
+def test_a_stretch_the_try_ends_in_is_logged_as_the_run_ends_and_one_replayed_step_keeps_its_own_line(caplog):
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    def calls(n: int) -> list:
+        return [function_call("weather", {"city": f"city-{n}"}, call_id=f"c{n}")]
+
+    task = tries.Task()
+    task.failing_attempt(Agent(name="a", model=ScriptedModel([calls(1), calls(2), RuntimeError()]), tools=[weather]))
+    # Try 2 replays four steps and fails again before anything runs live: the stretch is still logged.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        task.failing_attempt(Agent(name="a", model=ScriptedModel([RuntimeError()]), tools=[weather]))
+    assert _progress_lines(caplog) == [
+        "Durable: replayed steps 1.1 to 1.4: 2 model calls ('ScriptedModel'), 2 tool calls ('weather')"
+    ]
+
+
+def test_a_stretch_names_five_names_of_a_kind_and_counts_the_others():
+    from airflow.providers.common.ai.durable.core.progress import ProgressLog
+
+    class Step:
+        def __init__(self, key: str, name: str) -> None:
+            self.key, self.kind, self.name, self.replayed, self.failure = key, "tool", name, True, None
+
+    lines: list[str] = []
+
+    class Logger:
+        def info(self, message: str, *args: object) -> None:
+            lines.append(message % args)
+
+    progress = ProgressLog(Logger())  # type: ignore[arg-type]
+    for number in range(1, 8):
+        progress.step_done(Step(f"1.{number}", f"t{number}"))  # type: ignore[arg-type]
+    progress.step_done(Step("1.8", "t1"))  # type: ignore[arg-type]
+    progress.flush()
+    progress.flush()
+    assert lines == ["Durable: replayed steps 1.1 to 1.8: 8 tool calls ('t1', 't2', 't3', 't4', 't5' and 2 more)"]

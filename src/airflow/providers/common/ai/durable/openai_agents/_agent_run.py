@@ -37,6 +37,7 @@ from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, 
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.in_flight_calls import VerifiedCalls
+from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
@@ -94,14 +95,6 @@ async def _after_earlier_writes(step: JournalStep) -> None:
         await asyncio.to_thread(journal.settle)
 
 
-def _progress(step: JournalStep) -> None:
-    # Each step as it completes, so that a long agent's task log shows how far it got.
-    if step.failure is not None:
-        log.info("Durable: %s ran live and failed, so it runs again next try reason=%r", step.describe(), step.failure)
-    else:
-        log.info("Durable: %s %s", step.describe(), "replayed" if step.replayed else "ran live")
-
-
 def _durable_run_of(run_config: Any) -> DurableAgentRun | None:
     provider = getattr(run_config, "model_provider", None)
     return provider.durable if isinstance(provider, DurableModelProvider) else None
@@ -137,6 +130,8 @@ class DurableAgentRun:
 
     def __init__(self, run: DurableRun) -> None:
         self.run = run
+        #: The run's lines in the task log as its steps complete (R-38).
+        self.progress = ProgressLog(log)
         self._models: dict[int, DurableModel] = {}
         # Tool steps of the latest model answer, claimed in the model's order, by call id.
         self._tool_steps: dict[str, JournalStep] = {}
@@ -299,7 +294,7 @@ class DurableAgentRun:
         return dataclasses.replace(recorded, usage=Usage())
 
     def _answered(self, step: JournalStep, response: ModelResponse, tools: list[Any]) -> None:
-        _progress(step)
+        self.progress.step_done(step)
         self._claim_tool_calls(response, tools)
 
     def _claim_tool_calls(self, response: ModelResponse, tools: list[Any]) -> None:
@@ -347,7 +342,7 @@ class DurableAgentRun:
                 step.refuse_replay(f"the recorded output no longer loads: {error}")
             else:
                 step.handed_out()
-                _progress(step)
+                self.progress.step_done(step)
                 return replayed
         policy = policy_of(tool)
         resolved = await output_without_running(step, policy, context, declared, self._resolved_outputs, self)
@@ -375,7 +370,7 @@ class DurableAgentRun:
                 step.record({**encode_tool_output(result.output, declared), **custom_data_to_record(context)})
             except ToolOutputNotRecordable as error:
                 step.not_recordable(str(error))
-        _progress(step)
+        self.progress.step_done(step)
         return result
 
     def discard_tool_outputs(self, error: ToolOutputGuardrailTripwireTriggered) -> None:

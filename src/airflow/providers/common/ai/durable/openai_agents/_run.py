@@ -286,4 +286,6 @@ def journaled(
         except ToolOutputGuardrailTripwireTriggered as error:
             durable.discard_tool_outputs(error)
             raise
+        finally:
+            durable.progress.flush()  # the replayed steps not logged yet, however the run ends
         durable.ended()
