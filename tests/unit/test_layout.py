@@ -328,3 +328,44 @@ def test_the_private_read_check_finds_an_attribute_and_an_import_of_another_modu
         assert _private_reads("probe", tree) == {"_IDLE_SECONDS", "_positions"}
     finally:
         del PRIVATE_NAMES["probe"]
+
+
+#: Words of Airflow and of this provider's entry points that the core's messages must not name:
+#: they come from the host's wording (``core/host.py``'s ``HostWording``).
+HOST_WORDS = ("[core]", "[common.ai]", "AgentOperator", "run_durably", "durable_key", "airflow ")
+
+
+def _message_strings(tree: ast.Module) -> list[str]:
+    """The string constants of ``tree`` that are not docstrings (what the code says, not what it documents)."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_the_cores_messages_name_no_setting_or_entry_point_of_airflow_or_an_adapter():
+    named = {
+        (name, text)
+        for name, tree in TREES.items()
+        if name.startswith(f"{CORE}.") and name != f"{CORE}.host"
+        for text in _message_strings(tree)
+        # A text with NULs is hashed (a stored format, runs.py's key), not read by a person.
+        if any(word in text for word in HOST_WORDS) and "\0" not in text
+    }
+    assert sorted(named) == []
+
+
+def test_the_message_check_finds_a_setting_named_in_a_message_but_not_in_a_docstring():
+    tree = ast.parse(
+        '"""Reads [core] fernet_key."""\ndef f():\n    """Also [core]."""\n    raise ValueError("set [core] fernet_key")\n'
+    )
+    assert [t for t in _message_strings(tree) if any(w in t for w in HOST_WORDS)] == ["set [core] fernet_key"]

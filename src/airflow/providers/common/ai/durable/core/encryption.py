@@ -50,7 +50,7 @@ def fernet(host: Host | None = None) -> MultiFernet | None:
         return MultiFernet([Fernet(key.encode()) for key in keys])
     except (ValueError, TypeError) as error:
         raise host.invalid_key_error(
-            f"[core] fernet_key is not a list of Fernet keys ({error}): generate one with "
+            f"{host.wording.key_setting} is not a list of Fernet keys ({error}): generate one with "
             'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
         ) from error
 
@@ -68,7 +68,8 @@ def decrypt_text(stored: str, host: Host | None = None) -> str:
     ``[core] fernet_key`` decrypts, an encrypted text on a worker without a key, and a plain text
     on a worker with one (it was written before the key was set, or not by Airflow).
     """
-    return _decrypted(fernet(host), stored)
+    host = host or current_host()
+    return _decrypted(fernet(host), stored, host.wording.key_setting)
 
 
 def _encrypted(current: MultiFernet | None, text: str) -> str:
@@ -78,26 +79,27 @@ def _encrypted(current: MultiFernet | None, text: str) -> str:
     return ENCRYPTED_PREFIX + current.encrypt(text.encode("utf-8", "surrogatepass")).decode("ascii")
 
 
-def _decrypted(current: MultiFernet | None, stored: str) -> str:
+def _decrypted(current: MultiFernet | None, stored: str, setting: str) -> str:
+    """``stored`` decrypted; ``setting``: the host's name for its key setting, for the messages."""
     from cryptography.fernet import InvalidToken
 
     encrypted = stored.startswith(ENCRYPTED_PREFIX)
     if current is None:
         if encrypted:
             raise UndecryptableTextError(
-                "it is encrypted and this worker has no [core] fernet_key: set the key the other workers use"
+                f"it is encrypted and this worker has no {setting}: set the key the other workers use"
             )
         return stored
     if not encrypted:
         raise UndecryptableTextError(
-            "it is stored unencrypted while [core] fernet_key is set: it was written before the key was set"
+            f"it is stored unencrypted while {setting} is set: it was written before the key was set"
         )
     try:
         return current.decrypt(stored[len(ENCRYPTED_PREFIX) :].encode("ascii")).decode("utf-8", "surrogatepass")
     except (InvalidToken, UnicodeError):
         raise UndecryptableTextError(
-            "no key of [core] fernet_key decrypts it: the key it was encrypted with was removed or changed, "
-            "or it was altered in the store; [core] fernet_key must be the same on every worker, and after a "
+            f"no key of {setting} decrypts it: the key it was encrypted with was removed or changed, "
+            f"or it was altered in the store; {setting} must be the same on every worker, and after a "
             "rotation the old key stays after the new one until no journal uses it"
         ) from None
 
@@ -113,7 +115,9 @@ class EncryptedStorage(JournalStorage):
 
     def __init__(self, storage: JournalStorage, host: Host | None = None) -> None:
         # Read once per try, and now, so that a key that is not a Fernet key fails before any call.
+        host = host or current_host()
         self._fernet = fernet(host)
+        self._setting = host.wording.key_setting
         self.storage = storage
         self.identity = storage.identity
         self.calls_in_background = storage.calls_in_background
@@ -132,7 +136,7 @@ class EncryptedStorage(JournalStorage):
         if not isinstance(stored, str):
             return stored
         try:
-            return _decrypted(self._fernet, stored)
+            return _decrypted(self._fernet, stored, self._setting)
         except UndecryptableTextError as error:
             return UndecryptableTextError(f"the entry cannot be decrypted: {error}")
 

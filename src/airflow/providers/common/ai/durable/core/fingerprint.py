@@ -217,7 +217,7 @@ def why_fingerprints_differ(recorded: Any, current: str) -> str:
     if _key_of(recorded) != _key_of(current):
         return (
             f"it was fingerprinted with another key ({_key_of(recorded)!r}, this worker uses "
-            f"{_key_of(current)!r}): [core] fernet_key must be the same on every worker, and after a rotation "
-            "the old key stays after the new one until no journal uses it"
+            f"{_key_of(current)!r}): {current_host().wording.key_setting} must be the same on every worker, "
+            "and after a rotation the old key stays after the new one until no journal uses it"
         )
     return "it asks something other than the recorded call"
