@@ -1,7 +1,8 @@
 """
 A run's progress in the task log (R-38): a live step's line as it completes, and a stretch of
-consecutive replayed steps as one line when the stretch ends (a live step, or the run's end
-however it ends), so that a replay of hundreds of steps is a line, not hundreds.
+consecutive replayed steps as one line when the stretch ends (an adapter calls :meth:`flush` as
+a live call starts, before the call's own log lines; and as the run ends, however it ends), so
+that a replay of hundreds of steps is a line, not hundreds.
 """
 
 from __future__ import annotations

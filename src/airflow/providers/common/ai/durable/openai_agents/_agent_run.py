@@ -175,6 +175,7 @@ class DurableAgentRun:
         step = self._model_step(name, call)
         response = self._replayed_response(step) if step.replayed else None
         if response is None:
+            self.progress.flush()  # the replayed steps before it, logged before its request is
             await resolve_left_in_flight(self.run, call["tools"], self.verified_left_in_flight)
             await _after_earlier_writes(step)
             admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=True)
@@ -344,6 +345,7 @@ class DurableAgentRun:
                 step.handed_out()
                 self.progress.step_done(step)
                 return replayed
+        self.progress.flush()
         policy = policy_of(tool)
         resolved = await output_without_running(step, policy, context, declared, self._resolved_outputs, self)
         if resolved is not None:
