@@ -9,7 +9,7 @@ from __future__ import annotations
 from cryptography.fernet import Fernet
 from dag_runs import TEST_DAGS, durable_env, journal_entries, latest_run_id, run_dag_file, task_states
 
-from airflow.providers.common.ai.plugins.journal_page import journal_of
+from airflow.providers.common.ai.plugins.journal_page_data import journal_of
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 DAG_ID = "durable_no_agent_on_retry"

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
-from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS, map_index_of, render_page
+from airflow.providers.common.ai.plugins.journal_page import EXTERNAL_VIEWS
+from airflow.providers.common.ai.plugins.journal_page_data import map_index_of
+from airflow.providers.common.ai.plugins.journal_page_html import render_page
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -70,11 +72,11 @@ def test_the_tab_is_on_every_task_instance_and_a_task_that_is_not_mapped_is_map_
 
 
 def test_a_cache_path_that_cannot_be_read_is_said_on_the_page_not_a_server_error(monkeypatch, tmp_path):
-    from airflow.providers.common.ai.plugins import journal_page
+    from airflow.providers.common.ai.plugins import journal_page_data
 
     monkeypatch.setattr("airflow.providers.common.ai.durable.airflow.journal_access.AIRFLOW_V_3_3_PLUS", False)
     monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", "nosuchscheme://bucket/journals")
-    shown = journal_page.journal_of("d", "r", "t", -1)
+    shown = journal_page_data.journal_of("d", "r", "t", -1)
     assert shown["problem"].startswith("the journal's store could not be read: ")
     assert "store could not be read: " in render_page(shown)
 
@@ -86,7 +88,7 @@ def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_
     from airflow.providers.common.ai.durable.airflow.summaries import write_summary
     from airflow.providers.common.ai.durable.airflow.summary_stores import ObjectStorageSummaries
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
-    from airflow.providers.common.ai.plugins import journal_page
+    from airflow.providers.common.ai.plugins import journal_page_data
 
     monkeypatch.setattr("airflow.providers.common.ai.durable.airflow.journal_access.AIRFLOW_V_3_3_PLUS", False)
     monkeypatch.setenv("AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH", f"file://{tmp_path}")
@@ -96,10 +98,10 @@ def test_under_the_cache_path_the_page_reads_the_journal_and_the_summaries_of_a_
         run.claim("tool", "lookup", "asks").record({"value": "x"})
     write_summary(ObjectStorageSummaries(UPath(f"file://{tmp_path}"), **ids), journal, try_number=1, outcome="failed")
 
-    shown = journal_page.journal_of("d", "r/1", "t", 2)
+    shown = journal_page_data.journal_of("d", "r/1", "t", 2)
     assert [step["name"] for run in shown["journal"] for step in run["steps"]] == ["lookup"]
     assert [summary["outcome"] for summary in shown["tries"]] == ["failed"]
-    assert journal_page.journal_of("d", "r/1", "t", -1)["journal"] == []  # another map index
+    assert journal_page_data.journal_of("d", "r/1", "t", -1)["journal"] == []  # another map index
 
 
 def test_on_airflow_3_the_plugin_registers_the_api_server_app_and_tab_and_nothing_of_the_webserver():
@@ -137,7 +139,8 @@ def test_each_call_found_in_flight_shows_in_its_step_row_and_in_its_tries_row_es
 
 @pytest.mark.db
 def test_a_dag_airflow_does_not_know_is_what_the_page_names_as_not_found():
-    from airflow.providers.common.ai.plugins.journal_page import render_not_found, what_is_not_found
+    from airflow.providers.common.ai.plugins.journal_page_data import what_is_not_found
+    from airflow.providers.common.ai.plugins.journal_page_html import render_not_found
 
     not_found = what_is_not_found("nowhere", "r", "t")
     assert not_found == "No DAG 'nowhere' is known to Airflow"

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
-from airflow.providers.common.ai.plugins.journal_page import render_page
+from airflow.providers.common.ai.plugins.journal_page_html import render_page
 from airflow.providers.common.ai.plugins.journal_page_look import COLOURS, STYLE, time_element
 
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -1,5 +1,5 @@
 """
-The journal page on Airflow 2.11: the page and JSON API of ``journal_page.py``, served by a
+The journal page on Airflow 2.11: the page and JSON API of ``journal_page.py`` (its data and HTML), served by a
 Flask-AppBuilder view of 2.11's webserver at the same paths as the 3.x api-server serves them
 (``/common-ai/journal/<dag_id>`` and ``/common-ai/api/journal/<dag_id>``), and an "Agent journal"
 extra link on every task instance that leads to it.
@@ -29,15 +29,9 @@ from flask_appbuilder import BaseView, expose  # type: ignore[import-not-found]
 from flask_wtf.csrf import generate_csrf  # type: ignore[import-not-found]
 
 from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId
-from airflow.providers.common.ai.plugins.journal_page import (
-    URL_PREFIX,
-    journal_of,
-    map_index_of,
-    render_not_found,
-    render_page,
-    what_is_not_found,
-)
 from airflow.providers.common.ai.plugins.journal_page_actions import download, fork
+from airflow.providers.common.ai.plugins.journal_page_data import journal_of, map_index_of, what_is_not_found
+from airflow.providers.common.ai.plugins.journal_page_html import URL_PREFIX, render_not_found, render_page
 
 #: The link's name: the button's text in the task instance's details, as the 3.x tab's.
 LINK_NAME = "Agent journal"
