@@ -1,8 +1,23 @@
+"""
+The durable tests mirror the source: ``core/``, ``airflow/`` and ``openai_agents/``. A test goes
+where its subject is: one that runs the OpenAI adapter end to end to check a rule of the core
+(replay, masking, in-flight policies) is a core test. Helpers shared by all three stay here.
+"""
+
 from __future__ import annotations
 
 import gc
+import sys
+from pathlib import Path
 
 import pytest
+
+# The tests import the helpers beside this file by name (``import tries``, ``durable_backends``,
+# ``mcp_servers``, ``golden.scenarios``): pytest's "prepend" import mode puts this folder on
+# sys.path as it imports this conftest; this keeps the helpers found whatever the import mode.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
 from durable_backends import FakeTaskStateStore, make_storage
 
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage

@@ -8,7 +8,7 @@ Run by hand from the repository root::
     .venv/bin/python tests/unit/durable/golden/record.py DIR      # into DIR, to compare
 
 The recording is deterministic (scripted models, fixed call ids, a fixed ``[core] fernet_key``):
-every run writes the same bytes. ``tests/unit/durable/test_journal_format.py`` records into a
+every run writes the same bytes. ``tests/unit/durable/core/test_journal_format.py`` records into a
 temporary directory and fails when the files differ from the checked-in ones, and replays the
 checked-in ones.
 

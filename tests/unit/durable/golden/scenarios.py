@@ -3,7 +3,7 @@ The agent runs the golden journals hold: each scenario records a journal with ``
 and replays it on a next try, with the same agents, tools and answers.
 
 ``record.py`` writes what each scenario's recording left in storage as the golden files;
-``tests/unit/durable/test_journal_format.py`` loads those files and replays them. Both take the
+``tests/unit/durable/core/test_journal_format.py`` loads those files and replays them. Both take the
 scenarios from here, so that what was recorded and what is replayed cannot drift apart.
 
 Every try counts what ran live: the model calls of each agent and the runs of each tool.

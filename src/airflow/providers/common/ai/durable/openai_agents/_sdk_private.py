@@ -1,7 +1,7 @@
 """
 Every private name of the OpenAI Agents SDK the adapter relies on, each with why no public way
 exists, and what differs between the SDK versions the provider supports (docs/airflow_lines.rst).
-``tests/unit/durable/test_sdk_private.py`` fails, naming the SDK version and the missing
+``tests/unit/durable/openai_agents/test_sdk_private.py`` fails, naming the SDK version and the missing
 name, when an upgrade of the SDK removes one; an SDK the adapter cannot handle is refused when
 the adapter is imported (``check_installed_sdk``), never replayed wrongly.
 """

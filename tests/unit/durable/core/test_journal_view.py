@@ -9,7 +9,7 @@ from cryptography.fernet import Fernet
 
 from airflow.providers.common.ai.durable.core.journal_view import as_json, journal_view
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def golden(name: str, fmt: int = 3) -> dict[str, str]:

@@ -32,7 +32,7 @@ from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 FORMAT_1 = GOLDEN / "format_1"
 FORMAT_2 = GOLDEN / "format_2"
 FORMAT_3 = GOLDEN / "format_3"

@@ -1,4 +1,8 @@
-"""A tool's output is recorded so that a replay returns an equal value of the same type, or not at all."""
+"""
+A tool's output is recorded so that a replay returns an equal value of the same type, or not at
+all: an output the plain SDK accepts but the journal cannot record runs live on the next try, and
+nothing crashes a try (R-9, R-26).
+"""
 
 from __future__ import annotations
 
@@ -387,3 +391,50 @@ def test_a_tool_output_that_cannot_be_recorded_runs_live_next_try_and_is_named(o
     assert (runs["produce"], len(first.calls), len(second.calls)) == (2, 2, 1)
     assert second_hooks.results[0] is output and first_hooks.results[0] is output
     assert second.calls[0].input[-1] == first.calls[1].input[-1]
+
+
+# An output the plain SDK accepts never crashes a try, recorded or not (R-9, R-26).
+
+
+def scripted(*steps) -> ScriptedModel:
+    return ScriptedModel(list(steps))
+
+
+def weather_task_that_fails_after_the_tool(output, runs: Counter) -> tuple[Task, object]:
+    @function_tool
+    def produce() -> object:
+        """Produces something."""
+        runs["produce"] += 1
+        return output
+
+    task = Task()
+    task.failing_attempt(
+        Agent(name="a", model=scripted([function_call("produce", {}, call_id="c1")], RuntimeError()), tools=[produce]),
+        RuntimeError,
+    )
+    return task, produce
+
+
+def deep_list(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["lone \ud800 surrogate", deep_list(900), {"nested": deep_list(900)}],
+    ids=["lone-surrogate", "900-deep", "900-deep-in-a-dict"],
+)
+def test_an_output_the_plain_sdk_accepts_runs_durably_on_every_try(output, no_collection_at_depth):
+    runs = Counter()
+    task, produce = weather_task_that_fails_after_the_tool(output, runs)
+    second = scripted([assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[produce]))
+    # The tool either replayed or ran again, named as not recorded: nothing crashed.
+    assert len(second.calls) == 1
+    assert runs["produce"] == 1 or task.journal.stats.not_recorded
+    third = scripted([assistant_message("done")])
+    task.attempt(Agent(name="a", model=third, tools=[produce]))
+    assert len(third.calls) <= 1

@@ -128,7 +128,7 @@ def test_a_fork_replaces_the_journal_the_cli_and_the_page_read(run_id):
 def test_the_page_shows_the_journal_and_the_summaries_of_the_task_state_store(run_id):
     from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId, stores_of
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
-    from airflow.providers.common.ai.plugins.journal_page import journal_of
+    from airflow.providers.common.ai.plugins.journal_page_data import journal_of
 
     stores = stores_of(TaskInstanceId(DAG_ID, run_id, TASK_ID))
     assert stores is not None

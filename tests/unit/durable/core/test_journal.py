@@ -1,3 +1,11 @@
+"""
+The journal of one task instance at the core (R-8): each try replays what an earlier one
+completed and runs the rest live, numbers its runs and steps, masks and records what a call
+returned, marks a call in flight, and is deleted when the task succeeds. A few tests run the
+OpenAI adapter end to end, for what a try leaves for the next: an entry that cannot be read, a
+call that failed, the stale nested runs of an older try.
+"""
+
 from __future__ import annotations
 
 import datetime
@@ -6,12 +14,16 @@ import logging
 from collections import Counter
 
 import pytest
+import tries
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
 from tries import WorkerDied
 
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import current_journal, journal_scope, running_step
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.openai_agents import run_durably
 
 
 class Agentish:
@@ -368,3 +380,120 @@ def test_current_journal_is_the_scoped_one_and_none_outside_a_task():
     with journal_scope(journal):
         assert current_journal() is journal
     assert current_journal() is None
+
+
+# End to end through the OpenAI adapter: what a try leaves for the next (R-9, R-26, issue 8).
+
+
+def scripted(*steps) -> ScriptedModel:
+    return ScriptedModel(list(steps))
+
+
+class Task(tries.Task):
+    prompt = "go"
+
+
+def weather_task_that_fails_after_the_tool(output, runs: Counter) -> tuple[Task, object]:
+    @function_tool
+    def produce() -> object:
+        """Produces something."""
+        runs["produce"] += 1
+        return output
+
+    task = Task()
+    task.failing_attempt(
+        Agent(name="a", model=scripted([function_call("produce", {}, call_id="c1")], RuntimeError()), tools=[produce]),
+        RuntimeError,
+    )
+    return task, produce
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["[" * 100_000, '{"format": 2, "result": ' + "[" * 100_000 + "]" * 100_000 + "}", "\ud800", "null"],
+    ids=["deep-unclosed", "deep-closed", "surrogate", "null"],
+)
+def test_an_entry_that_cannot_be_read_runs_live_and_is_overwritten_so_later_tries_and_clears_do_not_crash(damage):
+    runs = Counter()
+    task, produce = weather_task_that_fails_after_the_tool("value", runs)
+    task.storage.entries["1.1"] = damage
+    second = scripted([function_call("produce", {}, call_id="c1")], [assistant_message("done")])
+    task.attempt(Agent(name="a", model=second, tools=[produce]))
+    assert len(second.calls) == 2 and runs["produce"] == 2
+    task.journal.delete()
+    assert task.storage.entries == {}
+
+
+def test_a_tool_that_failed_cleanly_is_marked_failed_and_the_retry_does_not_call_it_interrupted(caplog):
+    runs = Counter()
+
+    @function_tool
+    def flaky() -> str:
+        """Fails the first time."""
+        runs["flaky"] += 1
+        if runs["flaky"] == 1:
+            raise ValueError("temporary")
+        return "ok"
+
+    task = Task()
+    first = scripted([function_call("flaky", {}, call_id="c1")], RuntimeError("outage"))
+    task.failing_attempt(Agent(name="a", model=first, tools=[flaky]), RuntimeError)
+    assert json.loads(task.storage.entries["1.2"])["state"] == "failed"
+
+    second = scripted([assistant_message("done")])
+    with caplog.at_level(logging.INFO):
+        task.attempt(Agent(name="a", model=second, tools=[flaky]))
+    assert runs["flaky"] == 2
+    assert "never finished" not in caplog.text and "idempotency_key" not in caplog.text
+    assert "it failed on an earlier try" in caplog.text
+
+
+def test_clean_up_key_by_key_removes_the_stale_nested_runs_of_an_older_try():
+    class ListingLessStorage(InMemoryStorage):
+        """Deletes key by key, as the task state store must."""
+
+        def delete_all(self, keys):
+            for key in list(keys):
+                self.entries.pop(key, None)
+
+    inner_runs = Counter()
+
+    def delegate_tool(inner_prompts: list[str], fail: bool):
+        @function_tool
+        async def delegate() -> str:
+            """Asks two helpers."""
+            for prompt in inner_prompts:
+                inner_runs[prompt] += 1
+                await run_durably(Agent(name="helper", model=scripted([assistant_message("fine")])), prompt)
+            if fail:
+                raise WorkerDied("the worker died after the nested runs")
+            return "done"
+
+        return delegate
+
+    task = Task(ListingLessStorage())
+    # Try 1: the tool starts two nested runs, then the try dies.
+    tool = delegate_tool(["first", "second"], fail=True)
+    task.failing_attempt(
+        Agent(
+            name="a",
+            model=scripted([function_call("delegate", {}, call_id="c1")]),
+            tools=[tool],
+            tool_use_behavior="stop_on_first_tool",
+        ),
+        WorkerDied,
+    )
+    assert {"1.2.1.1", "1.2.2.1"} <= set(task.storage.entries)
+    # Try 2: the tool starts one nested run, which matches the first; the second is stale.
+    tool = delegate_tool(["first"], fail=False)
+    task.attempt(
+        Agent(
+            name="a",
+            model=scripted([function_call("delegate", {}, call_id="c1")]),
+            tools=[tool],
+            tool_use_behavior="stop_on_first_tool",
+        ),
+    )
+    assert "1.2.2.1" in task.storage.entries
+    task.journal.finish(succeeded=True)
+    assert task.storage.entries == {}

@@ -1,8 +1,15 @@
-"""run_durably through a scripted model: each test runs tries against one storage and counts live calls."""
+"""
+run_durably through a scripted model: each test runs tries against one storage and counts live calls.
+
+A durable run shows what ``Runner.run`` would have shown (R-20, R-49): results, items, contexts and
+hooks hold the user's own agents and tools, a result and its run state can be deep-copied, and a
+call whose agent or nested run stopped for an approval is not recorded as completed.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 import json
 import logging
@@ -17,12 +24,17 @@ from agents import (
     ModelSettings,
     OutputGuardrailTripwireTriggered,
     RunConfig,
+    RunContextWrapper,
+    Runner,
+    ToolGuardrailFunctionOutput,
+    ToolOutputGuardrailTripwireTriggered,
     ToolOutputImage,
     ToolOutputText,
     Usage,
     function_tool,
     handoff,
     output_guardrail,
+    tool_output_guardrail,
 )
 from agents.models.multi_provider import MultiProvider
 from agents.testing import ScriptedModel, assistant_message, function_call
@@ -515,3 +527,173 @@ def test_a_recorded_answer_that_no_longer_loads_runs_live_with_every_call_after_
     assert (len(second.calls), tools.runs["weather"]) == (2, 2)
     assert "the recorded answer no longer loads" in caplog.text
     assert task.journal.stats.replayed == {}
+
+
+# What Runner.run would have shown (R-20, R-49), and tool output guardrails (R-10, like R-15).
+
+
+def scripted(*steps) -> ScriptedModel:
+    return ScriptedModel(list(steps))
+
+
+def test_a_tool_output_guardrail_that_tripped_makes_the_tool_run_again_while_the_answer_replays():
+    runs = Counter()
+    outputs = iter(["SECRET-LEAK", "clean"])
+
+    @tool_output_guardrail
+    def no_leaks(data) -> ToolGuardrailFunctionOutput:
+        if "LEAK" in str(data.output):
+            return ToolGuardrailFunctionOutput.raise_exception(output_info="leak")
+        return ToolGuardrailFunctionOutput.allow()
+
+    @function_tool(tool_output_guardrails=[no_leaks])
+    def fetch() -> str:
+        """Fetches."""
+        runs["fetch"] += 1
+        return next(outputs)
+
+    task = Task()
+    first = scripted([function_call("fetch", {}, call_id="c1")], [assistant_message("never")])
+    task.failing_attempt(Agent(name="a", model=first, tools=[fetch]), ToolOutputGuardrailTripwireTriggered)
+    second = scripted([assistant_message("done")])
+    result = task.attempt(Agent(name="a", model=second, tools=[fetch]))
+    assert result.final_output == "done"
+    assert runs["fetch"] == 2  # the tripped output was not replayed
+    assert len(second.calls) == 1  # the answer that asked for the tool replayed
+    assert task.journal.stats.replayed == {"model": 1}
+
+
+def test_a_durable_result_its_run_state_and_a_tools_context_can_be_deep_copied():
+    contexts = []
+
+    @function_tool
+    def remember(context: RunContextWrapper) -> str:
+        """Keeps its context."""
+        contexts.append(context)
+        return "kept"
+
+    model = scripted([function_call("remember", {}, call_id="c1")], [assistant_message("hi")])
+    result = Task().attempt(Agent(name="a", model=model, tools=[remember]))
+    assert copy.deepcopy(result).final_output == "hi"
+    copy.deepcopy(result.to_state())
+    copy.deepcopy(contexts[0])  # its run config carries the journaled run's provider
+
+
+def approval_agent(runs: Counter) -> Agent:
+    @function_tool(needs_approval=True)
+    def wire_money(amount: int) -> str:
+        """Wires money."""
+        runs["wire_money"] += 1
+        return "wired"
+
+    inner = scripted([function_call("wire_money", {"amount": 5}, call_id="w1")], [assistant_message("done")])
+    return Agent(name="payer", model=inner, tools=[wire_money])
+
+
+def test_an_agent_used_as_a_tool_that_stopped_for_an_approval_is_not_recorded_as_a_completed_call():
+    runs = Counter()
+    payer = approval_agent(runs)
+    outer = scripted([function_call("pay", {"input": "pay 5"}, call_id="c1")], [assistant_message("paid")])
+    task = Task()
+    boss = Agent(name="boss", model=outer, tools=[payer.as_tool(tool_name="pay", tool_description="Pays.")])
+    result = task.attempt(boss)
+    assert result.interruptions and runs["wire_money"] == 0
+    assert json.loads(task.storage.entries["1.2"])["state"] != "done"
+
+    # The retry does not replay the unfinished call into a final answer without the approval.
+    payer_again = approval_agent(runs)
+    boss_again = Agent(
+        name="boss",
+        model=scripted([assistant_message("paid")]),
+        tools=[payer_again.as_tool(tool_name="pay", tool_description="Pays.")],
+    )
+    assert task.attempt(boss_again).interruptions
+    # The payer was asked again, live; before 0.23 the SDK gives a run in the same process the
+    # pending result of the first try's nested run instead, as it does Runner.run (a retry in a
+    # new process has none to find).
+    assert len(payer_again.model.calls) == (1 if runs_have_a_scope_of_their_own() else 0)
+    assert runs["wire_money"] == 0
+
+
+def runs_have_a_scope_of_their_own() -> bool:
+    """Whether the SDK keeps the results of nested agent runs per run (0.23 on) or per process."""
+    from agents.agent_tool_state import get_agent_tool_state_scope
+
+    scopes = []
+
+    @function_tool
+    def note_scope(context: RunContextWrapper) -> str:
+        """Notes the scope."""
+        scopes.append(get_agent_tool_state_scope(context))
+        return "noted"
+
+    model = scripted([function_call("note_scope", {}, call_id="s1")], [assistant_message("ok")])
+    Runner.run_sync(Agent(name="a", model=model, tools=[note_scope]), "go")
+    return scopes[0] is not None
+
+
+def test_a_function_tool_whose_nested_durable_run_stopped_for_an_approval_is_not_recorded():
+    runs = Counter()
+
+    @function_tool
+    async def delegate() -> str:
+        """Delegates the payment."""
+        runs["delegate"] += 1
+        nested = await run_durably(approval_agent(runs), "pay 5")
+        return "waiting" if nested.interruptions else "paid"
+
+    storage = InMemoryStorage()
+    for _ in range(2):
+        journal = DurableJournal(storage)
+        with journal_scope(journal):
+            run_durably_sync(
+                Agent(
+                    name="boss",
+                    model=scripted([function_call("delegate", {}, call_id="c1")], [assistant_message("ok")]),
+                    tools=[delegate],
+                ),
+                "go",
+                run_config=RunConfig(),
+            )
+        assert json.loads(storage.entries["1.2"])["state"] == "failed"
+    assert runs["delegate"] == 2
+
+
+def test_results_items_contexts_and_hooks_hold_the_users_own_agents_and_tools():
+    from agents import RunHooks
+
+    seen: dict[str, list] = {"hook agents": [], "hook tools": [], "context agents": [], "model tools": []}
+
+    @function_tool
+    def weather(context: RunContextWrapper, city: str) -> str:
+        """The weather."""
+        seen["context agents"].append(getattr(context, "agent", None))
+        return "sunny"
+
+    class Hooks(RunHooks):
+        async def on_tool_start(self, context, agent, tool):
+            seen["hook agents"].append(agent)
+            seen["hook tools"].append(tool)
+
+    class Spy(ScriptedModel):
+        async def get_response(self, *args, **kwargs):
+            seen["model tools"].extend(kwargs.get("tools", args[3] if len(args) > 3 else []))
+            return await super().get_response(*args, **kwargs)
+
+    specialist = Agent(
+        name="specialist",
+        model=Spy([[function_call("weather", {"city": "Oslo"}, call_id="c1")], [assistant_message("ok")]]),
+        tools=[weather],
+    )
+    triage = Agent(
+        name="triage",
+        model=scripted([function_call("transfer_to_specialist", {}, call_id="h1")]),
+        handoffs=[specialist],
+    )
+    result = Task().attempt(triage, hooks=Hooks())
+    assert result.last_agent is specialist
+    assert all(item.agent in (triage, specialist) for item in result.new_items)
+    assert seen["hook agents"] == [specialist] and seen["hook tools"] == [weather]
+    assert seen["context agents"] == [specialist]
+    assert all(tool is weather for tool in seen["model tools"])
+    assert result.to_state()._current_agent is specialist

@@ -586,7 +586,7 @@ def test_a_server_whose_tool_list_changed_since_the_failed_try_makes_the_model_r
 
 # Through real Airflow retries.
 
-MCP_DAG = Path(__file__).parent / "mcp_dags" / "durable_mcp.py"
+MCP_DAG = Path(__file__).parents[1] / "mcp_dags" / "durable_mcp.py"
 
 
 @pytest.mark.db
