@@ -72,9 +72,7 @@ def test_the_docs_show_what_a_run_of_the_durable_agent_example_logs_and_pushes(t
     # Every try summary line the quick start and durable.rst show is one this run logged.
     summaries = {line for line in story if _is_summary(line)}
     for page in ("quickstart.rst", "durable.rst"):
-        shown = {
-            line for block in literal_blocks(page, "text") for line in block if _is_summary(line)
-        }
+        shown = {line for block in literal_blocks(page, "text") for line in block if _is_summary(line)}
         assert shown and shown <= summaries, (page, shown - summaries)
 
     # visibility.rst's usage XCom is try 2's.

@@ -15,7 +15,7 @@ checked-in ones.
 A golden directory is never rewritten. When the recording differs, the stored format changed,
 whether through a change of the journal's fields or encodings or of what the SDK dumps for its
 own types: journals already written by a failed try in that format must still replay, or be set
-aside with a log line. So bump ``FORMAT_VERSION`` in ``durable/journal.py`` and record a new
+aside with a log line. So bump ``FORMAT_VERSION`` in ``durable/core/entries.py`` and record a new
 directory (``format_<n + 1>``), keep the older ones as they are, and make their tests pin what
 this release does with them (replay them, or set them aside as the test of ``format_1`` does).
 This script refuses to write over a golden directory that holds something else.
