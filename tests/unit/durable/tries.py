@@ -6,7 +6,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from agents import Agent
+from agents import Agent, FunctionTool, function_tool
+from agents.testing import ScriptedModel, function_call
 
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import journal_scope
@@ -45,3 +46,19 @@ class Task:
     def ran_live(self) -> Counter[str]:
         assert self.journal is not None
         return self.journal.stats.ran_live
+
+
+def task_failed_after_a_tool(output: Any, runs: Counter[str], prompt: Any = "go") -> tuple[Task, FunctionTool]:
+    """A task whose try 1 ran the tool ``produce`` (returning ``output``, counted in ``runs``) and then failed."""
+
+    @function_tool
+    def produce() -> object:
+        """Produces something."""
+        runs["produce"] += 1
+        return output
+
+    task = Task()
+    task.prompt = prompt
+    model = ScriptedModel([[function_call("produce", {}, call_id="c1")], RuntimeError()])
+    task.failing_attempt(Agent(name="a", model=model, tools=[produce]), RuntimeError)
+    return task, produce

@@ -393,21 +393,6 @@ class Task(tries.Task):
     prompt = "go"
 
 
-def weather_task_that_fails_after_the_tool(output, runs: Counter) -> tuple[Task, object]:
-    @function_tool
-    def produce() -> object:
-        """Produces something."""
-        runs["produce"] += 1
-        return output
-
-    task = Task()
-    task.failing_attempt(
-        Agent(name="a", model=scripted([function_call("produce", {}, call_id="c1")], RuntimeError()), tools=[produce]),
-        RuntimeError,
-    )
-    return task, produce
-
-
 @pytest.mark.parametrize(
     "damage",
     ["[" * 100_000, '{"format": 2, "result": ' + "[" * 100_000 + "]" * 100_000 + "}", "\ud800", "null"],
@@ -415,7 +400,7 @@ def weather_task_that_fails_after_the_tool(output, runs: Counter) -> tuple[Task,
 )
 def test_an_entry_that_cannot_be_read_runs_live_and_is_overwritten_so_later_tries_and_clears_do_not_crash(damage):
     runs = Counter()
-    task, produce = weather_task_that_fails_after_the_tool("value", runs)
+    task, produce = tries.task_failed_after_a_tool("value", runs)
     task.storage.entries["1.1"] = damage
     second = scripted([function_call("produce", {}, call_id="c1")], [assistant_message("done")])
     task.attempt(Agent(name="a", model=second, tools=[produce]))

@@ -22,6 +22,7 @@ from agents import Agent, FunctionTool, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from airflow.providers.common.compat.sdk import mask_secret
 from durable_backends import FakeTaskStateStore, make_storage
+from secret_forms import ENCODINGS, SECRET
 from tries import Task
 
 from airflow.providers.common.ai.durable.core import masking
@@ -127,22 +128,6 @@ def test_a_secret_the_model_puts_into_a_tool_call_as_an_argument_name_reaches_no
     assert lookup.runs == {"lookup": 2}
     assert len(second.model.calls) == 2
     assert lookup.task.replayed == {"tool": 2, "model": 1}
-
-
-SECRET = 'c0nn "pass\\word"/ü+%'
-
-ENCODINGS = pytest.mark.parametrize(
-    "encode",
-    [
-        lambda secret: json.dumps(secret),
-        lambda secret: json.dumps(json.dumps({"password": secret})),
-        lambda secret: json.dumps(secret, ensure_ascii=True),
-        lambda secret: quote(secret),
-        lambda secret: quote_plus(secret),
-        lambda secret: quote(json.dumps({"password": secret})),
-    ],
-    ids=["json", "json-in-json", "json-ascii", "url", "url-plus", "json-in-url"],
-)
 
 
 @ENCODINGS

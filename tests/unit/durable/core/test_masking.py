@@ -16,6 +16,7 @@ import tries
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from airflow.providers.common.compat.sdk import mask_secret
+from secret_forms import ENCODINGS, SECRET
 
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
@@ -87,21 +88,7 @@ def test_a_secret_url_encoded_inside_a_tool_output_is_masked_and_the_tool_runs_a
     assert runs["callback_url"] == 2
 
 
-SECRET = 'c0nn "pass\\word"/ü+%'
-
-
-@pytest.mark.parametrize(
-    "encode",
-    [
-        lambda secret: json.dumps(secret),
-        lambda secret: json.dumps(json.dumps({"password": secret})),
-        lambda secret: json.dumps(secret, ensure_ascii=True),
-        lambda secret: quote(secret),
-        lambda secret: quote_plus(secret),
-        lambda secret: quote(json.dumps({"password": secret})),
-    ],
-    ids=["json", "json-in-json", "json-ascii", "url", "url-plus", "json-in-url"],
-)
+@ENCODINGS
 def test_a_secret_in_an_escaped_or_encoded_form_never_reaches_storage_and_the_step_is_not_replayed(encode):
     mask_secret(SECRET)
     storage = InMemoryStorage()

@@ -400,21 +400,6 @@ def scripted(*steps) -> ScriptedModel:
     return ScriptedModel(list(steps))
 
 
-def weather_task_that_fails_after_the_tool(output, runs: Counter) -> tuple[Task, object]:
-    @function_tool
-    def produce() -> object:
-        """Produces something."""
-        runs["produce"] += 1
-        return output
-
-    task = Task()
-    task.failing_attempt(
-        Agent(name="a", model=scripted([function_call("produce", {}, call_id="c1")], RuntimeError()), tools=[produce]),
-        RuntimeError,
-    )
-    return task, produce
-
-
 def deep_list(depth: int) -> list:
     value: list = []
     for _ in range(depth):
@@ -429,7 +414,7 @@ def deep_list(depth: int) -> list:
 )
 def test_an_output_the_plain_sdk_accepts_runs_durably_on_every_try(output, no_collection_at_depth):
     runs = Counter()
-    task, produce = weather_task_that_fails_after_the_tool(output, runs)
+    task, produce = tries.task_failed_after_a_tool(output, runs)
     second = scripted([assistant_message("done")])
     task.attempt(Agent(name="a", model=second, tools=[produce]))
     # The tool either replayed or ran again, named as not recorded: nothing crashed.
