@@ -1,0 +1,304 @@
+"""
+The Pydantic AI side of one journaled agent run: a capability, added to the run, that wraps the
+model serving each request (a ``WrapperModel`` whose ``request`` goes through the journal) and
+each function-tool execution (``wrap_tool_execute``). The user's agent and tools are never copied.
+What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
+named in a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+
+from airflow.providers.common.ai.durable.core import in_flight
+from airflow.providers.common.ai.durable.core.adapter import admitted_by_budget, settled
+from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.in_flight import InFlightPolicy
+from airflow.providers.common.ai.durable.core.in_flight_calls import (
+    VerifiedCalls,
+    resolve_left_in_flight,
+    resolve_verified_as_the_run_ends,
+    resolved_as_invoked,
+    stop_before_tools,
+)
+from airflow.providers.common.ai.durable.core.progress import ProgressLog
+from airflow.providers.common.ai.durable.core.runs import DurableRun
+from airflow.providers.common.ai.durable.core.scope import running_step
+from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.pydantic_ai._requests import (
+    NotDescribable,
+    described_request,
+    recorded_answer,
+    replayed_answer,
+    usage_of,
+)
+from airflow.providers.common.ai.durable.pydantic_ai._tools import why_not_recordable
+
+log = logging.getLogger(__name__)
+
+
+class InFlightMarkNotStored(RuntimeError):
+    """The store refused the in-flight mark of a call whose policy needs it: the call did not run."""
+
+
+async def _after_earlier_writes(step: JournalStep) -> None:
+    """
+    Wait, off the event loop, until every entry written so far is in the store: the request about
+    to be sent may carry a tool's result, and a try killed once it is sent must not run that tool again.
+    """
+    journal = step.run.journal
+    if journal.has_pending_writes():
+        await asyncio.to_thread(journal.settle)
+
+
+def _arguments(call: ToolCallPart) -> str:
+    return call.args if isinstance(call.args, str) else call.args_as_json_str()
+
+
+class _DurableModel(WrapperModel):
+    """The model serving one request attempt of a journaled run: its request goes through the journal."""
+
+    def __init__(self, wrapped: Model, durable: DurableCapability) -> None:
+        super().__init__(wrapped)
+        self.durable = durable
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: Any,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        return await self.durable.model_response(self.wrapped, messages, model_settings, model_request_parameters)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: Any,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        log.info(
+            "Durable: a streamed request to model %r runs live, not journaled (streamed requests are not "
+            "journaled yet), and so do the tool calls its answer asks for",
+            self.wrapped.model_name,
+        )
+        async with self.wrapped.request_stream(
+            messages, model_settings, model_request_parameters, run_context
+        ) as streamed:
+            yield streamed
+
+
+@dataclass
+class DurableCapability(AbstractCapability[Any]):
+    """The capability of one journaled run: its model requests and function-tool calls go through ``run``."""
+
+    run: DurableRun
+    #: The in-flight policy of each function tool that names one, by tool name.
+    policies: dict[str, InFlightPolicy]
+    #: The run's lines in the task log as its steps complete (R-38).
+    progress: ProgressLog = field(default_factory=lambda: ProgressLog(log), init=False, repr=False)
+    # Tool steps of the latest model answer, claimed in the model's order, by tool call id.
+    _tool_steps: dict[str, JournalStep] = field(default_factory=dict, init=False, repr=False)
+    # The model step whose request raised: a retry of it in this try keeps its position.
+    _failed_model_step: JournalStep | None = field(default=None, init=False, repr=False)
+    _model_calls: ModelCalls = field(default_factory=ModelCalls, init=False, repr=False)
+    # Outputs a person gave for calls found in flight (none yet: these runs cannot ask), by step key.
+    _resolved_outputs: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _verified: VerifiedCalls = field(default_factory=dict, init=False, repr=False)
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        return None if isinstance(model, _DurableModel) else _DurableModel(model, self)
+
+    def _is_inside_a_call(self) -> bool:
+        # A request made while one of this run's tools runs belongs to that tool's call.
+        step = running_step()
+        return step is not None and step.run is self.run
+
+    def _policy(self, name: str) -> InFlightPolicy:
+        return self.policies.get(name, in_flight.DEFAULT_POLICY)
+
+    # --- model requests ---
+
+    async def model_response(
+        self, model: Model, messages: list[ModelMessage], settings: Any, parameters: ModelRequestParameters
+    ) -> ModelResponse:
+        if self._is_inside_a_call():
+            log.debug(
+                "Durable: a request to model %r inside a tool call runs live, as part of that call", model.model_name
+            )
+            return await model.request(messages, settings, parameters)
+        step = self._model_step(model.model_name, messages, settings, parameters)
+        response = self._replayed(step) if step.replayed else None
+        if response is None:
+            response = await self._live_response(step, model, messages, settings, parameters)
+        else:
+            step.handed_out()
+        self.progress.step_done(step)
+        self._claim_tool_calls(response, parameters)
+        return response
+
+    def _model_step(
+        self, name: str, messages: list[ModelMessage], settings: Any, parameters: ModelRequestParameters
+    ) -> JournalStep:
+        what = f"model {name!r}"
+        try:
+            request = described_request(name, messages, settings, parameters)
+        except NotDescribable as error:
+            log.warning("Durable: cannot fingerprint %s, so it runs live: %s", what, error)
+            fingerprinted, parts = None, None
+        else:
+            fingerprinted, parts = self._model_calls.fingerprint_and_parts(request, what=what)
+        step = self._failed_model_step
+        if step is None or fingerprinted is None or step.fingerprint != fingerprinted:
+            step = self.run.claim("model", name, fingerprinted, parts=parts)
+        self._failed_model_step = None
+        return step
+
+    @staticmethod
+    def _replayed(step: JournalStep) -> ModelResponse | None:
+        response = replayed_answer(step.result)
+        if response is None:
+            step.refuse_replay("the recorded answer no longer loads")
+        return response
+
+    async def _live_response(
+        self,
+        step: JournalStep,
+        model: Model,
+        messages: list[ModelMessage],
+        settings: Any,
+        parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """Send the request, inside the task's budget, and record its answer."""
+        self.progress.flush()
+        stop = await resolve_left_in_flight(
+            self.run, lambda name: self.policies.get(name, in_flight.DEFAULT_POLICY), lambda call: None, self._verified
+        )
+        if stop is not None:
+            raise stop
+        await _after_earlier_writes(step)
+        max_tokens = (settings or {}).get("max_tokens")
+        admission = await admitted_by_budget(
+            self.run.journal, step.name, step.key, max_tokens if isinstance(max_tokens, int) else None
+        )
+        try:
+            response = await model.request(messages, settings, parameters)
+        except BaseException as error:
+            settled(admission, None)
+            self._failed_model_step = step
+            step.attempt_failed(error)
+            raise
+        used = step.used(usage_of(step.name, response.usage))
+        try:
+            recorded = recorded_answer(response)
+        except (ValueError, TypeError) as error:
+            step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
+        else:
+            step.record(recorded)
+        settled(admission, used)
+        return response
+
+    def _claim_tool_calls(self, response: ModelResponse, parameters: ModelRequestParameters) -> None:
+        """Claim the function-tool calls of an answer in the order the model listed them."""
+        journaled = {tool.name for tool in parameters.function_tools if tool.kind == "function"}
+        calls = [part for part in response.parts if isinstance(part, ToolCallPart) and part.tool_name in journaled]
+        # Two calls under one id cannot be told apart on the retry: they run live.
+        repeated = {call_id for call_id, n in Counter(call.tool_call_id for call in calls).items() if n > 1}
+        self._tool_steps = {}
+        for call in calls:
+            if call.tool_call_id in repeated:
+                continue
+            arguments = _arguments(call)
+            step = self.run.claim(
+                "tool",
+                call.tool_name,
+                fingerprint(
+                    {"name": call.tool_name, "arguments": arguments, "call_id": call.tool_call_id},
+                    what=f"tool {call.tool_name!r}",
+                ),
+                parts=tool_call_parts(call.tool_name, arguments, call.tool_call_id),
+                # Pydantic AI may not make a call it was asked for (the run ended first).
+                counted_when_handed_out=True,
+            )
+            self._tool_steps[call.tool_call_id] = step
+        for call in calls:
+            claimed = self._tool_steps.get(call.tool_call_id)
+            if claimed is not None and claimed.interrupted:
+                policy = self._policy(call.tool_name).policy
+                stop = stop_before_tools(claimed, policy, _arguments(call), self._resolved_outputs)
+                if stop is not None:
+                    raise stop
+
+    # --- tool calls ---
+
+    async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
+        step = None if self._is_inside_a_call() else self._tool_steps.pop(call.tool_call_id, None)
+        if step is None:
+            if not self._is_inside_a_call():
+                log.info(
+                    "Durable: tool %r (%s) runs live, not journaled: only function tools of a non-streamed "
+                    "answer are journaled yet",
+                    call.tool_name,
+                    getattr(tool_def, "kind", "tool"),
+                )
+            return await handler(args)
+        if step.replayed:
+            step.handed_out()
+            self.progress.step_done(step)
+            return step.result.get("output") if isinstance(step.result, dict) else step.result
+        self.progress.flush()
+        policy = self._policy(call.tool_name)
+        if step.interrupted:
+            happened = await resolved_as_invoked(step, policy, _arguments(call), self._resolved_outputs)
+            if happened is not None:
+                step.record({"output": happened.output}, ran=False)
+                self.progress.step_done(step)
+                return happened.output
+        step.mark_in_flight(policy=policy.policy)
+        if policy.policy != in_flight.RERUN:
+            # Its retry must find the call in flight, not nothing: it starts once the mark is stored.
+            await _after_earlier_writes(step)
+            if step.refused == "in-flight mark":
+                raise InFlightMarkNotStored(
+                    f"Durable: the store refused the in-flight mark of {step.describe()} (policy "
+                    f"{policy.policy!r}), so the call did not run; the next try runs it"
+                )
+        try:
+            with step.running():
+                output = await handler(args)
+        except Exception:
+            self.progress.step_done(step)  # failed: it runs again next try
+            raise
+        why = why_not_recordable(output)
+        if why is not None:
+            step.not_recordable(why)
+        else:
+            step.record({"output": output})
+        self.progress.step_done(step)
+        return output
+
+    # --- the run's end ---
+
+    def ended(self) -> None:
+        """The run ended: the replayed steps not logged yet are, and the calls left in flight it verified resolved."""
+        self.progress.flush()
+        resolve_verified_as_the_run_ends(self._verified, lambda call, output: None)
+
+    def discard_last_answer(self, error: BaseException) -> None:
+        """After a failure caused by the model's answers, make the next try ask the model again."""
+        answers = [step for step in self.run.steps if step.kind == "model"]
+        if answers:
+            answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")

@@ -1,0 +1,106 @@
+"""
+What a Pydantic AI model request asks, as its fingerprint sees it, and its answer as the journal
+stores it: what every try builds anew (timestamps, run and conversation ids, the usage a replayed
+answer reports) is left out, so a retry that asks the same matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.usage import RequestUsage
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from airflow.providers.common.ai.durable.core.usage import ModelUsage
+
+#: Fields of a request part that a new try sets anew: never part of what the call asks.
+_PART_FIELDS_OF_THE_TRY = frozenset({"timestamp"})
+#: Model settings that change how a request travels, not what the model answers.
+_TRANSPORT_SETTINGS = frozenset({"timeout", "extra_headers"})
+#: Fields of a tool definition that never reach the model.
+_TOOL_FIELDS_NOT_SENT = frozenset({"metadata", "toolset_id"})
+
+
+class NotDescribable(ValueError):
+    """A request holds a value with no JSON form the same in every process: it runs live."""
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    """A history message as the model sees it: a request's parts, a response's parts."""
+    if message.get("kind") == "request":
+        parts = [
+            {name: value for name, value in part.items() if name not in _PART_FIELDS_OF_THE_TRY}
+            for part in message.get("parts") or []
+        ]
+        # Only the latest request's instructions are sent: they are a part of their own.
+        return {"kind": "request", "parts": parts}
+    # A response in the history replayed or was recorded as it is: its parts are stable, its usage is not.
+    return {"kind": "response", "parts": message.get("parts")}
+
+
+def _tool(definition: Any) -> dict[str, Any]:
+    described = to_jsonable_python(definition)
+    return {name: value for name, value in described.items() if name not in _TOOL_FIELDS_NOT_SENT}
+
+
+def described_request(
+    model: str, messages: list[ModelMessage], settings: Any, parameters: ModelRequestParameters
+) -> dict[str, Any]:
+    """What a model request asks: the model, each message of the history, the settings, the tools, the output."""
+    try:
+        history = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+        answer_settings = {
+            name: value for name, value in dict(settings or {}).items() if name not in _TRANSPORT_SETTINGS
+        }
+        requests = [message for message in history if message.get("kind") == "request"]
+        return {
+            "model": model,
+            "instructions": requests[-1].get("instructions") if requests else None,
+            "input": [_message(message) for message in history],
+            "settings": to_jsonable_python(answer_settings),
+            "tools": [_tool(tool) for tool in parameters.function_tools],
+            "output_schema": {
+                "mode": parameters.output_mode,
+                "tools": [_tool(tool) for tool in parameters.output_tools],
+                "object": to_jsonable_python(parameters.output_object),
+                "allow_text": parameters.allow_text_output,
+                "allow_image": parameters.allow_image_output,
+                "template": parameters.prompted_output_template,
+            },
+            "thinking": to_jsonable_python(parameters.thinking),
+            "native_tools": [to_jsonable_python(tool) for tool in parameters.native_tools],
+        }
+    except (PydanticSerializationError, TypeError, ValueError) as error:
+        raise NotDescribable(f"{type(error).__name__}: {error}") from error
+
+
+def recorded_answer(response: ModelResponse) -> Any:
+    """A model answer as the journal stores it (JSON)."""
+    return ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
+
+
+def replayed_answer(recorded: Any) -> ModelResponse | None:
+    """A recorded answer, reporting no usage (no request was made); ``None`` if it no longer loads."""
+    try:
+        [loaded] = ModelMessagesTypeAdapter.validate_python([recorded])
+    except (ValidationError, ValueError):
+        return None
+    if not isinstance(loaded, ModelResponse):
+        return None
+    return dataclasses.replace(loaded, usage=RequestUsage())
+
+
+def usage_of(model: str, usage: RequestUsage) -> ModelUsage:
+    """What a live answer's usage counts for in the try's usage and budget, its cost at the model's price."""
+    return ModelUsage.of_call(
+        model,
+        requests=1,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.input_tokens + usage.output_tokens,
+        cached_input_tokens=usage.cache_read_tokens,
+    )

@@ -1,0 +1,122 @@
+"""
+The journaled runs of a Pydantic AI agent, :func:`run_durably` and :func:`run_durably_sync`: the
+running task's journal (the core's ``current_journal``), one journal run per agent run, and the
+run's capability (``_agent_run``) added first to the run's capabilities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import UnexpectedModelBehavior
+
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
+from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.scope import current_journal
+from airflow.providers.common.ai.durable.pydantic_ai._agent_run import DurableCapability
+from airflow.providers.common.ai.durable.pydantic_ai._tools import policies_of
+
+
+def _checked(agent: Any, durable_key: Any, budget: Any) -> None:
+    if not isinstance(agent, Agent):
+        raise TypeError(
+            f"durable.pydantic_ai.run_durably runs a pydantic_ai.Agent, not {type(agent).__name__}; an OpenAI "
+            "Agents SDK agent runs with airflow.providers.common.ai.durable.openai_agents.run_durably"
+        )
+    if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
+        raise ValueError(
+            f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
+        )
+    if budget is not None and not isinstance(budget, UsageBudget):
+        raise TypeError(
+            f"budget must be a UsageBudget, for example UsageBudget(max_total_tokens=100_000), not {budget!r}"
+        )
+
+
+def _kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJournal | None:
+    """``journal``, kept after success if this run asks for it (one run asking is enough)."""
+    if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
+        journal.keep_after_success = bool(keep_journal)
+    return journal
+
+
+@contextlib.contextmanager
+def _journaled(
+    journal: DurableJournal,
+    agent: Agent[Any, Any],
+    kwargs: dict[str, Any],
+    durable_key: str | None,
+    budget: UsageBudget | None,
+) -> Iterator[dict[str, Any]]:
+    """The run's arguments with its capability, inside one run of ``journal``."""
+    if budget is not None:
+        journal.use_budget(budget)
+    with journal.run(key=durable_key) as run:
+        capability = DurableCapability(run, policies_of([*agent.toolsets, *(kwargs.get("toolsets") or [])]))
+        try:
+            # First in the list: it wraps outermost, so a replayed request reaches no other wrapper.
+            yield {**kwargs, "capabilities": [capability, *(kwargs.get("capabilities") or [])]}
+        except UnexpectedModelBehavior as error:
+            capability.discard_last_answer(error)
+            raise
+        finally:
+            capability.ended()
+
+
+async def run_durably(
+    agent: Agent[Any, Any],
+    user_prompt: Any = None,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """
+    ``agent.run(user_prompt, **kwargs)``, journaled in the running task instance's journal.
+
+    On a retry the model requests and function-tool calls the failed try completed return their
+    recorded results; the rest run live. Outside an Airflow task it is exactly ``agent.run``.
+    Streamed requests (an ``event_stream_handler``) and the tool calls they ask for run live on
+    every try, said in the log.
+
+    ``durable_key`` names a run on every try, to tell apart runs that ask the same and start
+    concurrently. ``budget``: a :class:`UsageBudget` over all tries of the task instance, shared by
+    every run of the task: a live request that would pass it is not sent, and the task fails
+    without retry. ``keep_journal``: keep the journal when the task instance succeeds.
+    """
+    _checked(agent, durable_key, budget)
+    # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
+    journal = _kept(await asyncio.to_thread(current_journal), keep_journal)
+    if journal is None:
+        return await agent.run(user_prompt, **kwargs)
+    with _journaled(journal, agent, kwargs, durable_key, budget) as journaled_kwargs:
+        return await agent.run(user_prompt, **journaled_kwargs)
+
+
+def run_durably_sync(
+    agent: Agent[Any, Any],
+    user_prompt: Any = None,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """:func:`run_durably` for synchronous code, as ``agent.run_sync`` is to ``agent.run``."""
+    _checked(agent, durable_key, budget)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
+        journal = _kept(current_journal(), keep_journal)
+    else:
+        journal = None  # run_sync refuses a running event loop, with Pydantic AI's own error
+    if journal is None:
+        return agent.run_sync(user_prompt, **kwargs)
+    with _journaled(journal, agent, kwargs, durable_key, budget) as journaled_kwargs:
+        return agent.run_sync(user_prompt, **journaled_kwargs)
