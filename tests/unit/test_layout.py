@@ -21,6 +21,7 @@ DURABLE = f"{PACKAGE}.durable"
 CORE = f"{DURABLE}.core"
 AIRFLOW_BINDING = f"{DURABLE}.airflow"
 OPENAI_AGENTS = f"{DURABLE}.openai_agents"
+PYDANTIC_AI = f"{DURABLE}.pydantic_ai"
 #: The framework adapters: every package under durable/ but the core and the binding.
 ADAPTERS = sorted(
     f"{DURABLE}.{path.parent.name}"
@@ -151,7 +152,7 @@ def test_a_durable_module_imports_only_its_own_layer_and_those_below():
 
 
 def test_every_package_under_durable_but_the_core_and_the_binding_is_an_adapter_of_its_own_layer():
-    assert OPENAI_AGENTS in ADAPTERS
+    assert OPENAI_AGENTS in ADAPTERS and PYDANTIC_AI in ADAPTERS
     assert CORE not in ADAPTERS and AIRFLOW_BINDING not in ADAPTERS
     assert all(_layer(f"{adapter}._anything") == adapter for adapter in ADAPTERS)
 
@@ -218,6 +219,11 @@ def test_only_the_openai_agents_adapter_and_the_modules_above_it_import_the_sdk(
         if any(module.split(".")[0] == "agents" for module in IMPORTS[name]) and name.startswith(DURABLE)
     )
     assert [name for name in sdk_users if _layer(name) != OPENAI_AGENTS] == []
+
+
+def test_only_the_pydantic_ai_adapter_imports_pydantic_ai():
+    users = sorted(name for name in MODULES if any(module.split(".")[0] == "pydantic_ai" for module in IMPORTS[name]))
+    assert users and [name for name in users if _layer(name) != PYDANTIC_AI] == []
 
 
 def test_the_alias_at_the_old_path_only_re_exports_the_trigger():
