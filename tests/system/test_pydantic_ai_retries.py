@@ -1,0 +1,61 @@
+"""A Pydantic AI agent durable through real Airflow retries: ``dag.test()`` runs each try with ``retries=1``."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip(
+    "pydantic_ai.models.openai", reason="Pydantic AI is the optional extra [pydantic-ai], not installed here"
+)
+
+from test_journal_retries import assert_no_journal_left, run_dag_file
+
+from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+
+
+def test_try_2_replays_the_model_call_and_the_tool_call_of_try_1_and_deletes_the_journal(tmp_path):
+    script = [reply.tool_calls(("weather", {"city": "Paris"}, "call_1")), reply.text("Sunny in Paris.")]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(script, fail_requests={2}) as server:
+        result = run_dag_file(
+            "durable_pydantic_ai.py",
+            tmp_path,
+            FAKE_OPENAI_BASE_URL=server.base_url,
+            AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}",
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    # try 1 sent requests 1 and 2 and failed on 2; try 2 replayed 1 and the tool call, sent only 2 again
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 500), (3, 200)]
+    assert server.requests[2].body == server.requests[1].body
+    runs = (tmp_path / "tool_runs.txt").read_text().splitlines()
+    assert len(runs) == 1 and runs[0].startswith("weather Paris durable-")
+    assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1)" in output
+    assert "Durable: journal deleted" in output
+    assert_no_journal_left("durable_pydantic_ai", cache, task_keys=[])
+
+
+def test_a_changed_prompt_on_try_2_runs_live_from_the_first_request_naming_what_changed(tmp_path):
+    script = [
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_1")),
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_2")),
+        reply.text("Sunny in Paris."),
+    ]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(script, fail_requests={2}) as server:
+        result = run_dag_file(
+            "durable_pydantic_ai.py",
+            tmp_path,
+            FAKE_OPENAI_BASE_URL=server.base_url,
+            DURABLE_PROMPT="Weather in Paris, please?",
+            AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}",
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 500), (3, 200), (4, 200)]
+    assert server.requests[2].body["messages"][-1]["content"] == "Weather in Paris, please?"
+    assert len((tmp_path / "tool_runs.txt").read_text().splitlines()) == 2
+    assert "input item 0 differs" in output
+    assert "Durable: replayed 0, ran live 3 (model 2, tool 1)" in output
