@@ -362,15 +362,3 @@ def test_outside_a_task_it_is_exactly_the_agents_run():
         result = run_durably_sync(_weather_agent(server, runs, keys), "Hi")
     assert result.output == "Hello."
     assert len(server.requests) == 1
-
-
-def test_without_pydantic_ai_the_import_names_the_extra_to_install(monkeypatch):
-    import importlib
-    import sys
-
-    package = "airflow.providers.common.ai.durable.pydantic_ai"
-    monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # as if it were not installed
-    for name in [name for name in sys.modules if name == package or name.startswith(f"{package}.")]:
-        monkeypatch.delitem(sys.modules, name)
-    with pytest.raises(ImportError, match=r"optional extra \[pydantic-ai\].*providers-common-ai\[pydantic-ai\]"):
-        importlib.import_module(package)

@@ -15,10 +15,11 @@ from __future__ import annotations
 try:
     import pydantic_ai  # noqa: F401
 except ImportError as error:
-    raise ImportError(
+    from airflow.exceptions import AirflowOptionalProviderFeatureException
+
+    raise AirflowOptionalProviderFeatureException(
         "Durable Pydantic AI runs need Pydantic AI, the optional extra [pydantic-ai] of this provider: "
-        "pip install 'apache-airflow-providers-common-ai[pydantic-ai]'",
-        name=error.name,
+        "pip install 'apache-airflow-providers-common-ai[pydantic-ai]'"
     ) from error
 
 from airflow.providers.common.ai.durable.core.adapter import current_idempotency_key
