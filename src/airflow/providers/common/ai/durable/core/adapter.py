@@ -12,7 +12,9 @@ The journal
 A run
     ``with journal.run(key=...) as run:`` opens one agent run (:class:`~.runs.DurableRun`); a run
     opened while a step runs (a tool that runs an agent) nests under that step. ``key`` tells
-    apart runs that ask the same; the adapter takes it from its user and passes it as it is.
+    apart runs that ask the same; the adapter takes it from its user and passes it as it is,
+    checked at the call with the run's budget by :func:`checked_run_options`; a run that asks to
+    keep the journal after success marks it with :func:`kept`.
 
 Steps, and the kinds they are claimed as
     Each call the framework makes to the world is claimed, in the order the run makes them, with
@@ -57,8 +59,9 @@ Never
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.scope import running_step
 
@@ -113,3 +116,25 @@ def settled(admission: BudgetAdmission | None, used: ModelUsage | None) -> None:
     """The request :func:`admitted_by_budget` let through returned; ``used``: what it used, if it got an answer."""
     if admission is not None:
         admission.ledger.settled(admission.most, used)
+
+
+def checked_run_options(key: Any, budget: Any, *, key_argument: str) -> tuple[str | None, UsageBudget | None]:
+    """
+    A run's key and budget as an adapter's entry point takes them, refused at the call when they
+    are not a non-empty string and a :class:`~.budget.UsageBudget`; ``key_argument``: the entry
+    point's name for the key, for the message.
+    """
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise ValueError(f"{key_argument} must be a non-empty string that names this run on every try, not {key!r}")
+    if budget is not None and not isinstance(budget, UsageBudget):
+        raise TypeError(
+            f"budget must be a UsageBudget, for example UsageBudget(max_total_tokens=100_000), not {budget!r}"
+        )
+    return key, budget
+
+
+def kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJournal | None:
+    """``journal``, kept after the task succeeds if a run asks for it (``keep_journal``; one run asking is enough)."""
+    if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
+        journal.keep_after_success = bool(keep_journal)
+    return journal

@@ -30,6 +30,7 @@ from agents import (
 from agents.run import AgentRunner
 from agents.run_state import RunState
 
+from airflow.providers.common.ai.durable.core.adapter import checked_run_options, kept
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import current_journal, running_step
@@ -95,29 +96,6 @@ async def _run(
     return result
 
 
-def _checked(durable_key: Any) -> str | None:
-    if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
-        raise ValueError(
-            f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
-        )
-    return durable_key
-
-
-def _kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJournal | None:
-    """``journal``, kept after success if this run asks for it (one run asking is enough)."""
-    if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
-        journal.keep_after_success = bool(keep_journal)
-    return journal
-
-
-def _checked_budget(budget: Any) -> UsageBudget | None:
-    if budget is not None and not isinstance(budget, UsageBudget):
-        raise TypeError(
-            f"budget must be a UsageBudget, for example UsageBudget(max_total_tokens=100_000), not {budget!r}"
-        )
-    return budget
-
-
 async def run_durably(
     agent: Agent,
     input: Any,
@@ -149,9 +127,9 @@ async def run_durably(
     kept_journal_retention_days``, to export, replay in a test or fork), or not, over ``[common.ai]
     keep_journals``. One run of the task asking for it keeps the whole journal.
     """
-    durable_key, budget = _checked(durable_key), _checked_budget(budget)
+    durable_key, budget = checked_run_options(durable_key, budget, key_argument="durable_key")
     # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
-    journal = _kept(await asyncio.to_thread(_task_journal), keep_journal)
+    journal = kept(await asyncio.to_thread(_task_journal), keep_journal)
     return await _run(journal, durable_key, agent, input, kwargs, budget)
 
 
@@ -177,12 +155,12 @@ def run_durably_sync(
     **kwargs: Any,
 ) -> RunResult:
     """:func:`run_durably` for synchronous code, as ``Runner.run_sync`` is to ``Runner.run``."""
-    durable_key, budget = _checked(durable_key), _checked_budget(budget)
+    durable_key, budget = checked_run_options(durable_key, budget, key_argument="durable_key")
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
-        journal = _kept(_task_journal(), keep_journal)
+        journal = kept(_task_journal(), keep_journal)
     else:
         journal = None  # run_sync refuses to run inside a running event loop, with the SDK's own error
     if journal is None:
@@ -215,10 +193,10 @@ def run_durably_streamed(
     replayed calls. A stream cut off mid-call was never recorded, and runs again. A request the
     ``budget`` refuses ends the stream with the error that fails the task.
     """
-    durable_key, budget = _checked(durable_key), _checked_budget(budget)
+    durable_key, budget = checked_run_options(durable_key, budget, key_argument="durable_key")
     # Bound, and a session put back, off the event loop: a storage's set-up may run an event loop
     # of its own (s3fs does), and the run must not start before the session is back.
-    journal = _kept(_off_the_loop(_task_journal), keep_journal)
+    journal = kept(_off_the_loop(_task_journal), keep_journal)
     if journal is None:
         return Runner.run_streamed(agent, input, **kwargs)
     run = contextlib.ExitStack()

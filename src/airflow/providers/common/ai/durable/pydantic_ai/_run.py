@@ -14,6 +14,7 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UnexpectedModelBehavior
 
+from airflow.providers.common.ai.durable.core.adapter import checked_run_options, kept
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import current_journal
@@ -21,27 +22,13 @@ from airflow.providers.common.ai.durable.pydantic_ai._agent_run import DurableCa
 from airflow.providers.common.ai.durable.pydantic_ai._tools import policies_of
 
 
-def _checked(agent: Any, durable_key: Any, budget: Any) -> None:
+def _checked(agent: Any, durable_key: Any, budget: Any) -> tuple[str | None, UsageBudget | None]:
     if not isinstance(agent, Agent):
         raise TypeError(
             f"durable.pydantic_ai.run_durably runs a pydantic_ai.Agent, not {type(agent).__name__}; an OpenAI "
             "Agents SDK agent runs with airflow.providers.common.ai.durable.openai_agents.run_durably"
         )
-    if durable_key is not None and (not isinstance(durable_key, str) or not durable_key.strip()):
-        raise ValueError(
-            f"durable_key must be a non-empty string that names this run on every try, not {durable_key!r}"
-        )
-    if budget is not None and not isinstance(budget, UsageBudget):
-        raise TypeError(
-            f"budget must be a UsageBudget, for example UsageBudget(max_total_tokens=100_000), not {budget!r}"
-        )
-
-
-def _kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJournal | None:
-    """``journal``, kept after success if this run asks for it (one run asking is enough)."""
-    if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
-        journal.keep_after_success = bool(keep_journal)
-    return journal
+    return checked_run_options(durable_key, budget, key_argument="durable_key")
 
 
 @contextlib.contextmanager
@@ -91,7 +78,7 @@ async def run_durably(
     """
     _checked(agent, durable_key, budget)
     # Bound off the event loop: a storage's set-up may run an event loop of its own (s3fs does).
-    journal = _kept(await asyncio.to_thread(current_journal), keep_journal)
+    journal = kept(await asyncio.to_thread(current_journal), keep_journal)
     if journal is None:
         return await agent.run(user_prompt, **kwargs)
     with _journaled(journal, agent, kwargs, durable_key, budget) as journaled_kwargs:
@@ -113,7 +100,7 @@ def run_durably_sync(
         asyncio.get_running_loop()
     except RuntimeError:
         # Bound before the loop runs: a storage's set-up may run an event loop of its own (s3fs does).
-        journal = _kept(current_journal(), keep_journal)
+        journal = kept(current_journal(), keep_journal)
     else:
         journal = None  # run_sync refuses a running event loop, with Pydantic AI's own error
     if journal is None:
