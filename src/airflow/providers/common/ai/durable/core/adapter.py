@@ -32,7 +32,7 @@ Steps, and the kinds they are claimed as
       when the framework retries the same call.
 
 Calls found in flight (R-56)
-    A tool call with side effects is marked before it starts (``step.mark_in_flight(policy=...)``)
+    A tool call with side effects is marked before it starts (:func:`marked_in_flight`)
     and its tool's :class:`~.in_flight.InFlightPolicy` (declared with ``in_flight(...)``, attached
     with :func:`~.in_flight.attach_policy`) says what a retry does with it.
     ``core/in_flight_calls.py`` resolves it and says how (log, entry, summary, events): the adapter
@@ -58,16 +58,19 @@ Never
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core.budget import UsageBudget
 from airflow.providers.common.ai.durable.core.host import current_host
+from airflow.providers.common.ai.durable.core.in_flight import RERUN
 from airflow.providers.common.ai.durable.core.scope import running_step
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.budget import BudgetLedger
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
+    from airflow.providers.common.ai.durable.core.steps import JournalStep
     from airflow.providers.common.ai.durable.core.usage import ModelUsage
 
 
@@ -138,3 +141,33 @@ def kept(journal: DurableJournal | None, keep_journal: bool | None) -> DurableJo
     if journal is not None and keep_journal is not None and journal.keep_after_success is not True:
         journal.keep_after_success = bool(keep_journal)
     return journal
+
+
+class InFlightMarkNotStored(Exception):
+    """A call whose policy needs its in-flight mark in the store did not run: the store refused the mark."""
+
+
+async def after_earlier_writes(step: JournalStep) -> None:
+    """
+    Wait, off the event loop, until every entry written so far is in the store: the request about
+    to be sent may carry a tool's result, and a try killed once it is sent must not run that tool again.
+    """
+    journal = step.run.journal
+    if journal.has_pending_writes():
+        await asyncio.to_thread(journal.settle)
+
+
+async def marked_in_flight(step: JournalStep, policy: str) -> None:
+    """
+    Mark a tool call in flight before it starts. For a policy other than ``rerun`` its retry must
+    find the mark, not nothing: wait until it is stored, and raise :class:`InFlightMarkNotStored`
+    (the call does not run; the next try runs it) when the store refused it.
+    """
+    step.mark_in_flight(policy=policy)
+    if policy != RERUN:
+        await after_earlier_writes(step)
+        if step.refused == "in-flight mark":
+            raise InFlightMarkNotStored(
+                f"Durable: the store refused the in-flight mark of {step.describe()} (policy "
+                f"{policy!r}), so the call did not run; the next try runs it"
+            )

@@ -31,8 +31,7 @@ from openai.types.responses import (
 )
 from pydantic import ValidationError
 
-from airflow.providers.common.ai.durable.core import in_flight
-from airflow.providers.common.ai.durable.core.adapter import settled
+from airflow.providers.common.ai.durable.core.adapter import after_earlier_writes, marked_in_flight, settled
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
@@ -44,7 +43,6 @@ from airflow.providers.common.ai.durable.core.steps import JournalStep
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
 from airflow.providers.common.ai.durable.openai_agents._budget import admitted_by_budget, usage_of
 from airflow.providers.common.ai.durable.openai_agents._in_flight import (
-    InFlightMarkNotStored,
     output_without_running,
     resolve_before_tools,
     resolve_left_in_flight,
@@ -83,16 +81,6 @@ from airflow.providers.common.ai.durable.openai_agents._tools import (
 )
 
 log = logging.getLogger(__name__)
-
-
-async def _after_earlier_writes(step: JournalStep) -> None:
-    """
-    Wait, off the event loop, until every entry written so far is in the store: the request about
-    to be sent may carry a tool's result, and a try killed once it is sent must not run that tool again.
-    """
-    journal = step.run.journal
-    if journal.has_pending_writes():
-        await asyncio.to_thread(journal.settle)
 
 
 def _durable_run_of(run_config: Any) -> DurableAgentRun | None:
@@ -177,7 +165,7 @@ class DurableAgentRun:
         if response is None:
             self.progress.flush()  # the replayed steps before it, logged before its request is
             await resolve_left_in_flight(self.run, call["tools"], self.verified_left_in_flight)
-            await _after_earlier_writes(step)
+            await after_earlier_writes(step)
             admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=True)
             try:
                 response = await model.get_response(**call)
@@ -229,7 +217,7 @@ class DurableAgentRun:
             return
         done_items: list[Any] = []
         await resolve_left_in_flight(self.run, call["tools"], self.verified_left_in_flight, streamed=True)
-        await _after_earlier_writes(step)
+        await after_earlier_writes(step)
         # A streamed run hands the user its loop's exception as it is: a refusal is the error itself.
         admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=False)
         used: ModelUsage | None = None
@@ -350,15 +338,7 @@ class DurableAgentRun:
         resolved = await output_without_running(step, policy, context, declared, self._resolved_outputs, self)
         if resolved is not None:
             return invocation_result(resolved.output)
-        step.mark_in_flight(policy=policy.policy)
-        if policy.policy != in_flight.RERUN:
-            # Its retry must find the call in flight, not nothing: it starts once the mark is stored.
-            await _after_earlier_writes(step)
-            if step.refused == "in-flight mark":
-                raise InFlightMarkNotStored(
-                    f"Durable: the store refused the in-flight mark of {step.describe()} (policy "
-                    f"{policy.policy!r}), so the call did not run; the next try runs it"
-                )
+        await marked_in_flight(step, policy.policy)
         with noting_failures() as failures, self.stops.noting() as stops, step.running():
             result, stopped = await invoked_to_its_end(invoke, tool, step.describe())
         if stopped:  # ran to its end; left in flight for the next try's policy, which now sees its effect

@@ -25,10 +25,6 @@ from airflow.providers.common.ai.durable.openai_agents._tool_output import ToolO
 from airflow.providers.common.ai.durable.openai_agents._tools import policy_of
 
 
-class InFlightMarkNotStored(Exception):
-    """A call whose policy needs its in-flight mark in the store did not run: the store refused the mark."""
-
-
 def resolve_before_tools(step: JournalStep, tool: Any, arguments: str, resolved_outputs: dict[str, str]) -> None:
     """
     Resolve a call found in flight whose policy is ``fail`` or ``ask`` before any tool of its

@@ -8,7 +8,6 @@ named in a log line.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -22,7 +21,12 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
 from airflow.providers.common.ai.durable.core import in_flight
-from airflow.providers.common.ai.durable.core.adapter import admitted_by_budget, settled
+from airflow.providers.common.ai.durable.core.adapter import (
+    admitted_by_budget,
+    after_earlier_writes,
+    marked_in_flight,
+    settled,
+)
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.in_flight import InFlightPolicy
@@ -47,20 +51,6 @@ from airflow.providers.common.ai.durable.pydantic_ai._requests import (
 from airflow.providers.common.ai.durable.pydantic_ai._tools import why_not_recordable
 
 log = logging.getLogger(__name__)
-
-
-class InFlightMarkNotStored(RuntimeError):
-    """The store refused the in-flight mark of a call whose policy needs it: the call did not run."""
-
-
-async def _after_earlier_writes(step: JournalStep) -> None:
-    """
-    Wait, off the event loop, until every entry written so far is in the store: the request about
-    to be sent may carry a tool's result, and a try killed once it is sent must not run that tool again.
-    """
-    journal = step.run.journal
-    if journal.has_pending_writes():
-        await asyncio.to_thread(journal.settle)
 
 
 def _arguments(call: ToolCallPart) -> str:
@@ -189,7 +179,7 @@ class DurableCapability(AbstractCapability[Any]):
         )
         if stop is not None:
             raise stop
-        await _after_earlier_writes(step)
+        await after_earlier_writes(step)
         max_tokens = (settings or {}).get("max_tokens")
         admission = await admitted_by_budget(
             self.run.journal, step.name, step.key, max_tokens if isinstance(max_tokens, int) else None
@@ -267,15 +257,7 @@ class DurableCapability(AbstractCapability[Any]):
                 step.record({"output": happened.output}, ran=False)
                 self.progress.step_done(step)
                 return happened.output
-        step.mark_in_flight(policy=policy.policy)
-        if policy.policy != in_flight.RERUN:
-            # Its retry must find the call in flight, not nothing: it starts once the mark is stored.
-            await _after_earlier_writes(step)
-            if step.refused == "in-flight mark":
-                raise InFlightMarkNotStored(
-                    f"Durable: the store refused the in-flight mark of {step.describe()} (policy "
-                    f"{policy.policy!r}), so the call did not run; the next try runs it"
-                )
+        await marked_in_flight(step, policy.policy)
         try:
             with step.running():
                 output = await handler(args)
