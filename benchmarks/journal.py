@@ -31,13 +31,24 @@ PAYLOAD = "x" * 1000
 class Counting(JournalStorage):
     """Counts the bytes written through another storage, and its final size."""
 
-    def __init__(self, inner: JournalStorage) -> None:
+    def __init__(self, inner: JournalStorage, make_inner=None) -> None:
         self.inner, self.identity = inner, inner.identity
+        # Makes the inner storage again, as each try does (a storage in segments reads them on first use).
+        self.make_inner = make_inner
+        self.whole_journal_at_once = inner.whole_journal_at_once
         self.bytes_written = 0
         self.sizes: dict[str, int] = {}
 
+    def fresh(self) -> Counting:
+        if self.make_inner is not None:
+            self.inner = self.make_inner()
+        return self
+
     def read(self, key):
         return self.inner.read(key)
+
+    def read_many(self, keys):
+        return self.inner.read_many(keys)
 
     def write(self, key, text):
         size = len(text.encode())
@@ -47,6 +58,9 @@ class Counting(JournalStorage):
 
     def delete_all(self, keys):
         self.inner.delete_all(keys)
+
+    def seal(self):
+        self.inner.seal()
 
 
 def run_steps(journal: DurableJournal, n: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import gc
 import logging
 import os
@@ -33,7 +34,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from journal import Counting
 from upath import UPath
 
-from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.airflow.object_storage import cache_path_journal
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
@@ -69,15 +70,17 @@ def emptied(storage: Counting) -> None:
 
 def storage_of(name: str, folder: str) -> Counting:
     ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
-    inner = InMemoryStorage() if name == "memory" else ObjectStorageStorage(UPath(f"file://{folder}/cache"), **ids)
-    return Counting(inner)
+    if name == "memory":
+        return Counting(InMemoryStorage())
+    make = functools.partial(cache_path_journal, UPath(f"file://{folder}/cache"), **ids)
+    return Counting(make(), make)
 
 
 def runs(n: int, storage: Counting) -> dict:
     """Each kind of run of N turns; a recording run expects an empty journal, which the replay reads."""
 
     def durable(answers: bool):
-        with journal_scope(DurableJournal(storage)):
+        with journal_scope(DurableJournal(storage.fresh())):
             return run_durably_sync(agent(n, answers=answers), "go", max_turns=n + 2)
 
     return {
@@ -119,7 +122,8 @@ def budget_cost(ns: list[int], storages: list[str]) -> None:
 def measure(ns: list[int], storages: list[str]) -> None:
     print(
         f"{'storage':<8}{'N':>6}{'plain s':>10}{'record s':>10}{'replay s':>10}{'record/plain':>14}"
-        f"{'replay/plain':>14}{'KiB stored':>12}{'bytes/step':>12}{'written/final':>15}{'load':>7}",
+        f"{'replay/plain':>14}{'KiB stored':>12}{'bytes/step':>12}{'written/final':>15}{'KiB on disk':>13}"
+        f"{'clean-up ms':>13}{'load':>7}",
         flush=True,
     )
     for n in ns:
@@ -135,14 +139,36 @@ def measure(ns: list[int], storages: list[str]) -> None:
                             emptied(storage)
                         best[kind] = min(best[kind], cpu_seconds(run))
                 stored = sum(storage.sizes.values())
+                on_disk, clean_up = stored_and_clean_up(n, storage, folder)
                 print(
                     f"{name:<8}{n:>6}{best['plain']:>10.3f}{best['record']:>10.3f}{best['replay']:>10.3f}"
                     f"{best['record'] / best['plain']:>14.2f}{best['replay'] / best['plain']:>14.2f}"
                     f"{stored / 1024:>12.1f}{stored / (2 * n + 1):>12.0f}{storage.bytes_written / stored:>15.2f}"
+                    f"{on_disk / 1024:>13.1f}{clean_up * 1000:>13.2f}"
                     # The machine's 1-minute load average as the row ends: other work on it only adds time.
                     f"{os.getloadavg()[0]:>7.1f}",
                     flush=True,
                 )
+
+
+def stored_and_clean_up(n: int, storage: Counting, folder: str) -> tuple[int, float]:
+    """
+    The bytes of a recorded journal on disk once its try ended (what a failed try leaves; memory:
+    what was stored), then the wall time of its clean-up after a replaying try that succeeded.
+    """
+    emptied(storage)
+    journal = DurableJournal(storage.fresh())
+    with journal_scope(journal):
+        run_durably_sync(agent(n, answers=True), "go", max_turns=n + 2)
+    storage.seal()
+    files = [path for path in Path(folder).rglob("*") if path.is_file()]
+    on_disk = sum(path.stat().st_size for path in files) if files else sum(storage.sizes.values())
+    journal = DurableJournal(storage.fresh())
+    with journal_scope(journal):
+        run_durably_sync(agent(n, answers=False), "go", max_turns=n + 2)
+    started = time.perf_counter()
+    journal.delete()
+    return on_disk, time.perf_counter() - started
 
 
 def profile(n: int, storages: list[str]) -> None:

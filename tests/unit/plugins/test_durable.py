@@ -21,6 +21,7 @@ from airflow.providers.common.ai.durable.airflow import task_instance
 from airflow.providers.common.ai.durable.airflow.summary_reading import read_summaries
 from airflow.providers.common.ai.durable.airflow.summary_stores import SUMMARY_KEY_PREFIX
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
+from airflow.providers.common.ai.durable.core.segments import records_of
 from airflow.providers.common.ai.durable.openai_agents import run_durably, run_durably_sync
 from airflow.providers.common.ai.plugins import durable as listener
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS
@@ -92,15 +93,24 @@ class TaskInstance:
         self.monkeypatch.setattr(task_instance, "_summaries", {})
 
     def stored(self) -> set[str]:
-        """The journal entries stored for this task instance."""
+        """The journal's segments stored for this task instance."""
         if self.where == "task_state_store":
             return {key for key in self.store.rows if key.startswith(KEY_PREFIX)}
         folder = f"map_index={self.map_index}"
-        return {str(path.relative_to(self.cache_path)) for path in self.cache_path.rglob(f"{folder}/*.json")}
+        return {
+            str(path.relative_to(self.cache_path)) for path in self.cache_path.rglob(f"{folder}/*") if path.is_file()
+        }
 
     def journal_keys(self) -> set[str]:
-        """The keys of the journal's entries, as the journal names them (``1.2.1.1``)."""
-        return {key.removeprefix(KEY_PREFIX).rsplit("/", 1)[-1].removesuffix(".json") for key in self.stored()}
+        """The keys of the journal's entries, as the journal names them (``1.2.1.1``), read from its segments."""
+        keys = set()
+        for stored in self.stored():
+            if self.where == "task_state_store":
+                segment = json.loads(self.store.rows[stored]).encode("utf-8", "surrogatepass")
+            else:
+                segment = (self.cache_path / stored).read_bytes()
+            keys |= {key for key, _ in records_of(segment)[0]}
+        return keys
 
     def succeeded(self) -> None:
         listener.on_task_instance_success(previous_state="running", task_instance=self.ti)
@@ -287,7 +297,8 @@ def test_a_first_try_that_ran_no_agent_reads_nothing_of_the_store_when_it_succee
 
     ti.try_number = 2  # a retry or a clear: an earlier try may have left a journal, which is looked for
     listener.on_task_instance_success(previous_state="running", task_instance=ti)
-    assert store.reads == [f"{KEY_PREFIX}0", f"{KEY_PREFIX}1.1"]
+    # Its segments, then the index and first entry an older release would have stored one a key.
+    assert store.reads == [f"{KEY_PREFIX}segment-1", f"{KEY_PREFIX}0", f"{KEY_PREFIX}1.1"]
 
 
 def test_a_try_that_resumed_without_running_its_agent_again_deletes_what_it_recorded_before_it_waited(task):

@@ -14,6 +14,7 @@ from airflow.providers.common.ai.durable.airflow.object_storage import ObjectSto
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.segments import SEGMENT_BYTES, records_of
 
 
 def record_steps(journal: DurableJournal, n: int, *, live: list[int]) -> list[str]:
@@ -90,15 +91,20 @@ def test_the_cache_path_lists_neither_a_temporary_file_nor_another_task_instance
     assert storage.stored_texts() == {"1.1": "mine", "1.3": "\ufffd not UTF-8"}
 
 
-def test_the_task_state_store_keeps_entries_under_a_reserved_prefix_that_never_expires():
+def records_in_row(accessor: FakeTaskStateStore, name: str) -> list[tuple[str, str]]:
+    return records_of(json.loads(accessor.rows[f"{KEY_PREFIX}{name}"]).encode("utf-8", "surrogatepass"))[0]
+
+
+def test_the_task_state_store_keeps_segments_under_a_reserved_prefix_that_never_expires():
     accessor = FakeTaskStateStore()
     accessor.set("job_id", "users-own-key")
     storage = make_storage("task-state-store", None, accessor)
     record_steps(DurableJournal(storage), 2, live=[])
 
-    # Two entries and the run's snapshot (a worker's store is a round trip away).
-    assert sorted(accessor.rows) == sorted(["job_id", f"{KEY_PREFIX}0.1", f"{KEY_PREFIX}1.1", f"{KEY_PREFIX}1.2"])
-    assert accessor.retention[f"{KEY_PREFIX}1.1"] == accessor.retention[f"{KEY_PREFIX}0.1"] == timedelta.max
+    # Both entries in one segment; no snapshot of the run: a retry reads the segment in one call.
+    assert sorted(accessor.rows) == sorted(["job_id", f"{KEY_PREFIX}segment-1"])
+    assert [key for key, _ in records_in_row(accessor, "segment-1")][-2:] == ["1.1", "1.2"]
+    assert accessor.retention[f"{KEY_PREFIX}segment-1"] == timedelta.max
 
     DurableJournal(storage).delete()
     assert list(accessor.rows) == ["job_id"]
@@ -115,34 +121,34 @@ def test_the_task_state_store_is_written_once_per_step_plus_the_in_flight_mark_o
             pass
         step.record("done")
     # 1.1 start mark (holds the run's number) and result, 1.2 in-flight mark and result; a write
-    # still queued when a newer one of its key comes is replaced by it, so at most that many. And
-    # the run's snapshot as it ends (the store is a round trip away), unless the writes it would
-    # hold were all replaced before they went out (how many did depends on the machine's timing).
-    snapshots = int(f"{KEY_PREFIX}0.1" in accessor.rows)
-    assert 2 <= accessor.calls.count("set") - snapshots <= 4
-    assert [json.loads(json.loads(accessor.rows[f"{KEY_PREFIX}1.{n}"]))["state"] for n in (1, 2)] == ["done"] * 2
+    # still queued when a newer one of its key comes is replaced by it, so at most that many.
+    assert 2 <= accessor.calls.count("set") <= 4
+    records = records_in_row(accessor, "segment-1")
+    assert [json.loads(text)["state"] for key, text in records if key in ("1.1", "1.2")][-2:] == ["done"] * 2
 
 
-def test_the_cache_path_writes_one_object_per_step_and_never_rewrites_earlier_ones(tmp_path):
+def test_the_cache_path_appends_each_step_to_the_segment_of_its_try_and_never_rewrites_earlier_ones(tmp_path):
     storage = make_storage("file", tmp_path)
     record_steps(DurableJournal(storage), 3, live=[])
+    storage.seal()  # the try ends
     folder = tmp_path / "cache" / task_instance_folder("dag", "manual__2026-11-29", "agent", -1)
-    before = {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
-    assert sorted(before) == ["1.1.json", "1.2.json", "1.3.json"]
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert sorted(before) == ["segment-1.log"]
+    assert list(dict(records_of(before["segment-1.log"])[0])) == ["1.1", "1.2", "1.3"]
 
-    journal = DurableJournal(storage)
+    journal = DurableJournal(make_storage("file", tmp_path))
     with journal.run() as run:
         for i in range(4):
             step = run.claim("tool", "echo", fingerprint({"i": i}))
             if not step.replayed:
                 step.record(f"result {i}")
-    after = {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
-    assert {name: after[name] for name in before} == before
-    assert "1.4.json" in after
+    after = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert after["segment-1.log"] == before["segment-1.log"]
+    assert [key for key, _ in records_of(after["segment-2.log"])[0]] == ["1.4"]
 
 
 def test_a_cache_path_write_killed_before_its_rename_leaves_the_previous_entry_readable(tmp_path, monkeypatch):
-    storage = make_storage("file", tmp_path)
+    storage = make_storage("file-entries", tmp_path)
     storage.write("1.1", '{"complete": true}')
 
     def killed(*args):
@@ -156,8 +162,9 @@ def test_a_cache_path_write_killed_before_its_rename_leaves_the_previous_entry_r
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
 
 
-def test_a_cache_path_write_cut_off_mid_write_leaves_the_previous_entry_readable(tmp_path, monkeypatch):
-    storage = make_storage("file", tmp_path)
+@pytest.mark.parametrize("kind", ["file", "file-entries"])
+def test_a_cache_path_write_cut_off_mid_write_leaves_the_previous_entry_readable(tmp_path, monkeypatch, kind):
+    storage = make_storage(kind, tmp_path)
     storage.write("1.1", '{"complete": true}')
     write = os.write
 
@@ -170,7 +177,13 @@ def test_a_cache_path_write_cut_off_mid_write_leaves_the_previous_entry_readable
         storage.write("1.1", '{"replaced": true}')
     monkeypatch.undo()
     assert storage.read("1.1") == '{"complete": true}'
-    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
+    assert make_storage(kind, tmp_path).read("1.1") == '{"complete": true}'
+    if kind == "file-entries":
+        assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["1.1.json"]
+    else:  # the torn record ends its segment: the next write starts another
+        storage.write("1.2", "next")
+        assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["segment-1.log", "segment-2.log"]
+        assert make_storage(kind, tmp_path).read_many(["1.1", "1.2"]) == ['{"complete": true}', "next"]
 
 
 def test_a_cache_path_entry_larger_than_one_read_of_the_disk_reads_back_whole(tmp_path):
@@ -233,9 +246,24 @@ def test_the_cache_path_works_on_any_fsspec_filesystem(tmp_path):
     assert not (base / task_instance_folder("dag", "r", "t", 3)).exists()
 
 
-def test_clean_up_after_a_try_deletes_each_entry_once_and_reads_only_where_an_older_try_may_have_left_more():
+def test_clean_up_on_segments_is_one_delete_a_segment_and_reads_nothing_again():
     accessor = FakeTaskStateStore()
-    storage = make_storage("task-state-store", None, accessor)
+    record_steps(DurableJournal(make_storage("task-state-store", None, accessor)), 400, live=[])
+    journal = DurableJournal(make_storage("task-state-store", None, accessor))
+    record_steps(journal, 400, live=[])  # try 2 replays them and succeeds
+    segments = len(accessor.rows)
+    stored = sum(len(json.loads(row)) for row in accessor.rows.values())
+    assert segments == -(-stored // SEGMENT_BYTES) and segments >= 2  # every segment but the last one full
+    accessor.calls.clear()
+
+    journal.finish(succeeded=True)
+    assert accessor.rows == {}
+    assert accessor.calls == ["delete"] * segments
+
+
+def test_an_older_releases_journal_of_one_entry_a_key_is_deleted_entry_by_entry():
+    accessor = FakeTaskStateStore()
+    storage = make_storage("task-state-store-entries", None, accessor)
     record_steps(DurableJournal(storage), 10, live=[])  # try 1 records ten steps
     journal = DurableJournal(storage)
     record_steps(journal, 10, live=[])  # try 2 replays them and succeeds
@@ -261,7 +289,7 @@ def test_clean_up_after_airflow_cleared_the_task_state_on_success_is_one_read(mo
     accessor.calls.clear()
 
     journal.finish(succeeded=True)
-    assert accessor.calls == ["get", "get"]  # the index, then the first entry: gone, so all are
+    assert accessor.calls == ["get"]  # the first segment: gone, so all are
 
 
 def test_clean_up_with_clear_on_success_still_deletes_a_journal_airflow_did_not_clear(monkeypatch):
@@ -275,7 +303,7 @@ def test_clean_up_with_clear_on_success_still_deletes_a_journal_airflow_did_not_
 
     journal.finish(succeeded=True)
     assert list(accessor.rows) == ["job_id"]
-    assert accessor.calls.count("delete") == 11  # ten entries and the run's snapshot
+    assert accessor.calls.count("delete") == 1  # the one segment
 
 
 @pytest.mark.parametrize("kind", ["memory", "file", "fsspec-memory", "task-state-store"])
@@ -291,9 +319,9 @@ def test_read_many_gives_each_key_its_entry_or_none_in_order(kind, tmp_path):
     ['{"format":3,"kind":"index","parents":"1.2"}', '{"format":3,"kind":"index"}', "not json", '{"format":99}'],
 )
 def test_an_index_that_cannot_be_read_hides_no_nested_run_from_the_clean_up(index, caplog):
-    # The task state store deletes key by key: it finds only what the journal names.
+    # An older release's journal is deleted key by key: the clean-up finds only what the journal names.
     accessor = FakeTaskStateStore()
-    storage = make_storage("task-state-store", None, accessor)
+    storage = make_storage("task-state-store-entries", None, accessor)
     journal = DurableJournal(storage)
     with journal.run() as run:
         step = run.claim("tool", "ask_expert", fingerprint({"q": 1}))

@@ -23,12 +23,15 @@ import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, function_call
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout
+from durable_backends import FakeTaskStateStore
 from golden.scenarios import CHART, FERNET_KEY, INVOICE, LEDGER, SCENARIOS, SCENARIOS_BY_NAME, Try
 
+from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
 from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.segments import KeyedSegments, SegmentedStorage
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
@@ -316,3 +319,22 @@ def test_a_journal_written_in_format_1_is_deleted_with_the_rest():
     storage = golden_storage()
     DurableJournal(storage).delete()
     assert storage.entries == {}
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_a_golden_journal_an_older_release_stored_one_entry_a_key_replays_through_segments_and_is_deleted(
+    name, golden, golden_key
+):
+    # As the releases before segments left it in a worker's task state store, and read by this one.
+    accessor = FakeTaskStateStore()
+    entries = TaskStateStoreStorage(accessor, identity="dag/run/agent/-1")
+    for key, text in golden_entries(golden / name).items():
+        entries.write(key, text)
+    in_memory = SCENARIOS_BY_NAME[name].replay(storage_of(golden_entries(golden / name)))
+    attempt = SCENARIOS_BY_NAME[name].replay(SegmentedStorage(KeyedSegments(entries)))
+
+    assert (attempt.model_calls, attempt.tool_runs) == (in_memory.model_calls, in_memory.tool_runs)
+    assert attempt.journal.stats.replayed == in_memory.journal.stats.replayed
+    assert attempt.result.final_output == in_memory.result.final_output
+    attempt.journal.delete()
+    assert accessor.rows == {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.airflow.object_storage import cache_path_journal
 from airflow.providers.common.ai.durable.airflow.summary_stores import (
     ObjectStorageSummaries,
     SummaryStore,
@@ -25,6 +25,7 @@ from airflow.providers.common.ai.durable.airflow.task_instance import (
 from airflow.providers.common.ai.durable.airflow.task_state_store import KEY_PREFIX
 from airflow.providers.common.ai.durable.airflow.task_state_store_rows import TaskStateStoreRows
 from airflow.providers.common.ai.durable.core.encryption import encrypt_text
+from airflow.providers.common.ai.durable.core.segments import KeyedSegments, SegmentedStorage
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
 
@@ -96,11 +97,14 @@ def stores_of(ti: TaskInstanceId) -> TaskInstanceStores | None:
     """
     ids = ti.as_dict()
     if AIRFLOW_V_3_3_PLUS:
-        return TaskInstanceStores(TaskStateStoreRows(**ids, prefix=KEY_PREFIX), TaskStateStoreSummaryRows(**ids))
+        return TaskInstanceStores(
+            SegmentedStorage(KeyedSegments(TaskStateStoreRows(**ids, prefix=KEY_PREFIX))),
+            TaskStateStoreSummaryRows(**ids),
+        )
     if not configured_cache_path():
         return None
     base = cache_path_base(configured_cache_path())
-    return TaskInstanceStores(ObjectStorageStorage(base, **ids), ObjectStorageSummaries(base, **ids))
+    return TaskInstanceStores(cache_path_journal(base, **ids), ObjectStorageSummaries(base, **ids))
 
 
 def _journal_storage_of(ti: TaskInstanceId) -> JournalStorage:

@@ -1,4 +1,8 @@
-"""The journal under ``[common.ai] durable_cache_path``: one object per step in any fsspec filesystem."""
+"""
+The journal under ``[common.ai] durable_cache_path``, in any fsspec filesystem: segments appended
+to in place on local disk, segments stored whole elsewhere (``core/segments.py``), and the
+entries older releases stored one object each.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,13 @@ from urllib.parse import quote
 
 from fsspec.implementations.local import LocalFileSystem
 
+from airflow.providers.common.ai.durable.core.segments import (
+    SEGMENT_NAME,
+    KeyedSegments,
+    SegmentedStorage,
+    SegmentPlace,
+    segment_number,
+)
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
 # Most filesystems refuse names longer than 255 bytes; a quoted id can be three times its length.
@@ -41,7 +52,7 @@ def _entry_or_error(found: bytes | Exception | None) -> str | Exception | None:
 
 # Local files through os, not open() or fsspec: a buffered file object costs three more system
 # calls (fstat, ioctl, lseek) and fsspec more still, on every step of a run.
-def _read_local(path: str) -> str:
+def _read_local(path: str, *, binary: bool = False) -> Any:
     descriptor = os.open(path, os.O_RDONLY)
     try:
         chunks = []
@@ -49,7 +60,7 @@ def _read_local(path: str) -> str:
             chunks.append(chunk)
     finally:
         os.close(descriptor)
-    return b"".join(chunks).decode()
+    return b"".join(chunks) if binary else b"".join(chunks).decode()
 
 
 def _write_local(path: str, data: bytes) -> None:
@@ -74,9 +85,73 @@ def task_instance_folder(dag_id: str, run_id: str, task_id: str, map_index: int)
     )
 
 
+def cache_path_journal(base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> SegmentedStorage:
+    """The journal of one task instance under the cache path ``base``, in segments."""
+    objects = ObjectStorageStorage(base, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    return SegmentedStorage(LocalSegments(objects) if objects.is_local else KeyedSegments(objects))
+
+
+class LocalSegments(SegmentPlace):
+    """
+    Segments as ``segment-<n>.log`` in a task instance's folder on local disk, each record one
+    append; a storage appends to a segment of its own, created when it writes its first record.
+    """
+
+    appends = True
+
+    def __init__(self, objects: ObjectStorageStorage) -> None:
+        self.legacy = objects
+        self.identity = objects.identity
+        self.folder = objects.folder
+        self._descriptor: int | None = None
+
+    def _path(self, number: int) -> str:
+        return f"{self.folder}/{SEGMENT_NAME}{number}.log"
+
+    def segments(self) -> dict[int, bytes]:
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return {}
+        numbers = [segment_number(name.removesuffix(".log")) for name in names if name.endswith(".log")]
+        found = {}
+        for number in filter(None, numbers):
+            with contextlib.suppress(FileNotFoundError):
+                found[number] = _read_local(self._path(number), binary=True)
+        return found
+
+    def store(self, number: int, segment: bytes, record: bytes) -> None:
+        if self._descriptor is None:
+            os.makedirs(self.folder, exist_ok=True)
+            # Created here, never opened twice: a try that died left its segment, torn or not, as it was.
+            while True:
+                try:
+                    self._descriptor = os.open(
+                        self._path(number), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o666
+                    )
+                    break
+                except FileExistsError:  # another process (a try still running) took the number
+                    number += 1
+        view = memoryview(record)
+        while view:
+            view = view[os.write(self._descriptor, view) :]
+
+    def seal(self) -> None:
+        if self._descriptor is not None:
+            descriptor, self._descriptor = self._descriptor, None
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+
+    def delete_all(self, numbers: list[int], legacy_keys: list[str]) -> None:
+        self.seal()
+        self.legacy.delete_all(legacy_keys)
+
+
 class ObjectStorageStorage(JournalStorage):
     """
-    Journal entries as ``<cache path>/dag_id=.../run_id=.../task_id=.../map_index=N/<step>.json``.
+    Journal entries as ``<cache path>/dag_id=.../run_id=.../task_id=.../map_index=N/<key>.json``:
+    the entries of older releases, one object each, and this release's segments where they are
+    stored whole (:func:`cache_path_journal`).
 
     Each completed step writes its own small object, so a write costs what the step costs. On
     local disk a write goes to a temporary file that is renamed into place, so a try killed
@@ -88,28 +163,28 @@ class ObjectStorageStorage(JournalStorage):
 
     def __init__(self, base: Any, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> None:
         self._fs = base.fs
-        self._folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
-        self._is_local = isinstance(self._fs, LocalFileSystem)
+        self.folder = f"{str(base.path).rstrip('/')}/{task_instance_folder(dag_id, run_id, task_id, map_index)}"
+        self.is_local = isinstance(self._fs, LocalFileSystem)
         # A remote filesystem's call is a round trip, worth making behind the agent (fsspec takes
         # calls from any thread); a local one costs less than handing it to another thread.
-        self.calls_in_background = not self._is_local
-        self.reads_at_once = 1 if self._is_local else 8
+        self.calls_in_background = not self.is_local
+        self.reads_at_once = 1 if self.is_local else 8
         self._folder_exists = False
         self.identity = f"{dag_id}/{run_id}/{task_id}/{map_index}"
 
     def _path(self, key: str) -> str:
-        return f"{self._folder}/{key}.json"
+        return f"{self.folder}/{key}.json"
 
     def read(self, key: str) -> str | None:
         try:
-            if self._is_local:
+            if self.is_local:
                 return _read_local(self._path(key))
             return self._fs.cat_file(self._path(key)).decode()
         except FileNotFoundError:
             return None
 
     def read_many(self, keys: list[str]) -> list[str | Exception | None]:
-        if self._is_local:
+        if self.is_local:
             return super().read_many(keys)
         # One call: an async filesystem (s3fs, gcsfs, adlfs) fetches the objects concurrently.
         paths = [self._path(key) for key in keys]
@@ -118,15 +193,15 @@ class ObjectStorageStorage(JournalStorage):
 
     def write(self, key: str, text: str) -> None:
         data = text.encode()
-        if not self._is_local:
+        if not self.is_local:
             self._fs.pipe_file(self._path(key), data)
             return
         if not self._folder_exists:
-            os.makedirs(self._folder, exist_ok=True)
+            os.makedirs(self.folder, exist_ok=True)
             self._folder_exists = True
         # A fixed name, not mkstemp: only one try writes a key at a time, and mkstemp costs
         # three times the whole write.
-        temporary = f"{self._folder}/.{key}.json.tmp"
+        temporary = f"{self.folder}/.{key}.json.tmp"
         try:
             _write_local(temporary, data)
             os.replace(temporary, self._path(key))
@@ -138,7 +213,7 @@ class ObjectStorageStorage(JournalStorage):
     def stored_texts(self) -> dict[str, str]:
         # Bytes that are not UTF-8 make an entry that cannot be read, not a reader that fails.
         try:
-            paths = self._fs.ls(self._folder, detail=False)
+            paths = self._fs.ls(self.folder, detail=False)
         except FileNotFoundError:
             return {}
         texts = {}
@@ -149,12 +224,12 @@ class ObjectStorageStorage(JournalStorage):
         return texts
 
     def delete_all(self, keys: Iterable[str]) -> None:
-        if self._fs.exists(self._folder):
-            self._fs.rm(self._folder, recursive=True)
+        if self._fs.exists(self.folder):
+            self._fs.rm(self.folder, recursive=True)
         self._folder_exists = False
-        if self._is_local:
+        if self.is_local:
             # The task_id=, run_id= and dag_id= folders above it, while no other journal uses them.
-            parent = os.path.dirname(self._folder)
+            parent = os.path.dirname(self.folder)
             for _ in range(3):
                 try:
                     os.rmdir(parent)

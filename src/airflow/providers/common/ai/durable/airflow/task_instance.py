@@ -19,6 +19,7 @@ from airflow.providers.common.ai.durable.airflow.summary_stores import (
 from airflow.providers.common.ai.durable.core.encryption import EncryptedStorage
 from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
+from airflow.providers.common.ai.durable.core.segments import KeyedSegments, SegmentedStorage
 from airflow.providers.common.ai.durable.core.storage import JournalStorage
 
 log = logging.getLogger(__name__)
@@ -91,20 +92,18 @@ def storage_for_task(context: Any) -> JournalStorage:
                 "Durable: the journal is kept in the task state store; "
                 "[common.ai] durable_cache_path is only used on Airflow before 3.3"
             )
-        return TaskStateStoreStorage(accessor, identity)
+        return SegmentedStorage(KeyedSegments(TaskStateStoreStorage(accessor, identity)))
     if not cache_path:
         raise DurableConfigError(
             "Durable execution needs [common.ai] durable_cache_path on Airflow before 3.3: set it to an "
             f"ObjectStorage URI, for example AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH={CACHE_PATH_EXAMPLE}"
         )
-    from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+    from airflow.providers.common.ai.durable.airflow.object_storage import cache_path_journal
 
     base = cache_path_base(cache_path)
     try:
         # Loads the filesystem now, so that a missing library fails the try before any call.
-        return ObjectStorageStorage(
-            base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index
-        )
+        return cache_path_journal(base, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index)
     except ImportError as error:
         raise DurableConfigError(
             f"[common.ai] durable_cache_path uses {base.protocol}://, whose filesystem could not load on this "

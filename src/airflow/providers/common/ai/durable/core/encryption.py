@@ -122,6 +122,7 @@ class EncryptedStorage(JournalStorage):
         self.identity = storage.identity
         self.calls_in_background = storage.calls_in_background
         self.reads_at_once = storage.reads_at_once
+        self.whole_journal_at_once = storage.whole_journal_at_once
 
     def read(self, key: str) -> str | None:
         found = self._decrypted_or_error(self.storage.read(key))
@@ -145,3 +146,6 @@ class EncryptedStorage(JournalStorage):
 
     def delete_all(self, keys: Iterable[str]) -> None:
         self.storage.delete_all(keys)
+
+    def seal(self) -> None:
+        self.storage.seal()

@@ -16,6 +16,8 @@ after a rotation (a new key put in front of the old one) a recorded call still m
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import copy
 import dataclasses
 import datetime
@@ -26,6 +28,7 @@ import hmac
 import json
 import logging
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
@@ -92,10 +95,31 @@ def fingerprint_key() -> tuple[tuple[bytes, str], ...] | None:
     The keys fingerprints are hashed with and their public ids, derived from the keys of
     ``[core] fernet_key`` (the current host's): the first (the current) key hashes, the later ones
     match journals recorded before a rotation. ``None``, with a warning, when there is no Fernet key.
+    Inside :func:`fingerprint_key_pinned`, the keys read as it started.
     """
     from airflow.providers.common.ai.durable.core.encryption import fernet_keys
 
-    return _derived_keys(tuple(fernet_keys()))
+    pinned = _pinned_keys.get()
+    return pinned[0] if pinned is not None else _derived_keys(tuple(fernet_keys()))
+
+
+#: The keys an agent run hashes with, read once as it starts (a tuple holding them; None outside a run).
+_pinned_keys: contextvars.ContextVar[tuple[tuple[tuple[bytes, str], ...] | None] | None] = contextvars.ContextVar(
+    "durable_fingerprint_keys", default=None
+)
+
+
+@contextlib.contextmanager
+def fingerprint_key_pinned() -> Iterator[None]:
+    """
+    Fingerprints taken inside use the keys read as it starts: the setting is read once an agent
+    run, not once a call (a read of Airflow's configuration costs more than the hash it keys).
+    """
+    token = _pinned_keys.set((fingerprint_key(),))
+    try:
+        yield
+    finally:
+        _pinned_keys.reset(token)
 
 
 @functools.lru_cache(maxsize=8)

@@ -49,6 +49,7 @@ from airflow.providers.common.ai.durable.core.entries import (
     text_of,
     why_another_call,
 )
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint_key_pinned
 from airflow.providers.common.ai.durable.core.host import Host, current_host
 from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD, JournalIO
 from airflow.providers.common.ai.durable.core.runs import CallLeftInFlight, DurableRun
@@ -79,6 +80,9 @@ class DurableJournal:
         self.host = host or current_host()
         #: The journal's calls to its store, in one queue: its runs, steps and budget read and write through it.
         self.io = JournalIO(storage)
+        #: Whether a top-level run keeps a snapshot of its entries: where each read is a round trip
+        #: and the storage does not read the whole journal at once.
+        self.keeps_snapshots = self.io.in_background and not storage.whole_journal_at_once
         self.clean_up_after_run = clean_up_after_run
         self.stats = JournalStats(tell_runs_apart=self.host.wording.tell_runs_apart)
         # Numbering and the index are shared by runs that run in threads of one task.
@@ -128,7 +132,8 @@ class DurableJournal:
             parent = None
         run = DurableRun(self, parent, key=key)
         try:
-            yield run
+            with fingerprint_key_pinned():
+                yield run
         finally:
             run.stop_reading_ahead()
             with self._lock:
@@ -168,6 +173,7 @@ class DurableJournal:
         self.settle()
         try:
             log.info(self.stats.summary())
+            self.io.call(self.storage.seal)
         finally:
             if succeeded:
                 self.delete()
@@ -324,7 +330,7 @@ class DurableJournal:
         if run is not None and int(position) <= len(run.steps):
             return
         problem = run.fence() if run is not None and run.snapshots else None
-        if problem is None and run is None and "." not in path and self.io.in_background:
+        if problem is None and run is None and "." not in path and self.keeps_snapshots:
             # The run's snapshot holds the mark: set it aside, as a try that writes an entry of its run does.
             self.io.write(snapshot_key(path), NO_SNAPSHOT, functools.partial(_mark_replaced, key))
         if problem is not None:
@@ -424,7 +430,7 @@ class DurableJournal:
                     keys.append(f"{path}.{position}")
                 if not keys:
                     break
-                if not parent and self.io.in_background:
+                if not parent and self.keeps_snapshots:
                     # A snapshot first: once it is gone, what is left of the run is read entry by entry.
                     stored = run.snapshot_in_store() if run is not None else None
                     if stored is None:

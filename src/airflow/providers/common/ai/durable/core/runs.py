@@ -81,7 +81,7 @@ class DurableRun:
         self._ahead: dict[int, Future[str | None]] = {}
         self._reads_ahead = journal.io.in_background
         #: Whether the run keeps a snapshot of its entries (see the module's docstring).
-        self.snapshots = parent is None and journal.io.in_background
+        self.snapshots = parent is None and journal.keeps_snapshots
         # The read of the snapshot of the recorded run this one took the number of, and its entries.
         self._snapshot_read: Future[str | None] | None = None
         self._snapshot: dict[int, str] | None = None

@@ -25,6 +25,10 @@ class JournalStorage(ABC):
     #: by one anyway (each then answers as soon as it is read).
     reads_at_once: int = 1
 
+    #: Whether the first call reads every entry, and later reads cost no round trip (``segments.py``):
+    #: a journal then keeps no snapshots of its runs.
+    whole_journal_at_once: bool = False
+
     @abstractmethod
     def read(self, key: str) -> str | None:
         """Return the entry stored under ``key``, or ``None`` if there is none."""
@@ -55,6 +59,10 @@ class JournalStorage(ABC):
         ``keys`` lazily names every stored entry, found by reading the journal; a backend that can
         drop everything it holds in one call ignores it.
         """
+
+    def seal(self) -> None:
+        """The try ends: what it wrote is complete (a storage that appends closes what it appends to)."""
+        return
 
     def stored_texts(self) -> dict[str, str]:
         """
