@@ -227,3 +227,34 @@ def test_a_journal_replays_the_same_on_segments_of_any_size(segment_bytes):
     second = Agentish()
     three_calls(second, DurableJournal(SegmentedStorage(KeyedSegments(blobs), segment_bytes=segment_bytes)))
     assert second.live_calls == {}
+
+
+def test_a_key_written_again_replaces_its_record_in_a_segment_stored_whole():
+    blobs = Blobs()
+    storage = SegmentedStorage(KeyedSegments(blobs))
+    storage.write("1.1", "in flight")
+    storage.write("1.1", "done")
+    storage.write("1.2", "next")
+    assert records_of(blobs.entries["segment-1"].encode())[0] == [("1.1", "done"), ("1.2", "next")]
+
+
+def test_on_local_disk_a_sealed_segment_keeps_each_keys_last_record_only(tmp_path):
+    storage = local(tmp_path)
+    for n in range(1, 4):
+        storage.write(f"1.{n}", f"mark {n}")
+        storage.write(f"1.{n}", f"done {n}")
+    path = folder_of(tmp_path) / "segment-1.log"
+    assert len(records_of(path.read_bytes())[0]) == 6
+    storage.seal()
+    assert records_of(path.read_bytes())[0] == [(f"1.{n}", f"done {n}") for n in range(1, 4)]
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_on_local_disk_a_segment_name_another_process_took_is_never_appended_to(tmp_path):
+    first, second = local(tmp_path), local(tmp_path)
+    first.read("1.1")
+    second.read("1.1")  # both found no segment: both would start segment 1
+    first.write("1.1", "mine")
+    second.write("1.2", "theirs")
+    assert sorted(p.name for p in folder_of(tmp_path).iterdir()) == ["segment-1.log", "segment-2.log"]
+    assert local(tmp_path).read_many(["1.1", "1.2"]) == ["mine", "theirs"]

@@ -124,14 +124,7 @@ class LocalSegments(SegmentPlace):
         if self._descriptor is None:
             os.makedirs(self.folder, exist_ok=True)
             # Created here, never opened twice: a try that died left its segment, torn or not, as it was.
-            while True:
-                try:
-                    self._descriptor = os.open(
-                        self._path(number), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o666
-                    )
-                    break
-                except FileExistsError:  # another process (a try still running) took the number
-                    number += 1
+            self._descriptor = os.open(self._path(number), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o666)
         view = memoryview(record)
         while view:
             view = view[os.write(self._descriptor, view) :]
@@ -141,6 +134,16 @@ class LocalSegments(SegmentPlace):
             descriptor, self._descriptor = self._descriptor, None
             with contextlib.suppress(OSError):
                 os.close(descriptor)
+
+    def store_whole(self, number: int, segment: bytes) -> None:
+        temporary = f"{self._path(number)}.tmp"
+        try:
+            _write_local(temporary, segment)
+            os.replace(temporary, self._path(number))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
 
     def delete_all(self, numbers: list[int], legacy_keys: list[str]) -> None:
         self.seal()

@@ -97,6 +97,10 @@ class SegmentPlace(ABC):
         """The segment appended to gets no more records (a place that appends closes it)."""
         return
 
+    def store_whole(self, number: int, segment: bytes) -> None:
+        """Replace sealed segment ``number`` with ``segment`` in one atomic write (a place that appends)."""
+        raise NotImplementedError
+
     @abstractmethod
     def delete_all(self, numbers: list[int], legacy_keys: list[str]) -> None:
         """Delete segments ``numbers``, any other segment if the place can list them, and ``legacy_keys``."""
@@ -124,9 +128,11 @@ class SegmentedStorage(JournalStorage):
         self._legacy = False
         self._legacy_read: set[str] = set()
         self._numbers: list[int] = []
-        # The segment this storage adds to (0: none yet, or sealed) and what it holds, where it is stored whole.
+        # The segment this storage adds to (0: none yet, or sealed), the keys it holds (their records
+        # where it is stored whole), and how many records were added to it.
         self._number = 0
-        self._segment = bytearray()
+        self._records: dict[str, bytes | None] = {}
+        self._appended = 0
 
     def _loaded(self) -> dict[str, str]:
         with self._lock:
@@ -169,33 +175,65 @@ class SegmentedStorage(JournalStorage):
 
     def write(self, key: str, text: str) -> None:
         added = record(key, text)
+        appends = self.place.appends
         with self._lock:
             texts = self._loaded()
-            if self._number and not self.place.appends and len(self._segment) + len(added) > self._segment_bytes:
+            if not appends and self._records and self._size_with(key, added) > self._segment_bytes:
                 self._number = 0
             if not self._number:
                 self._number = max(self._numbers, default=0) + 1
                 self._numbers.append(self._number)
-                self._segment = bytearray()
-            if not self.place.appends:
-                self._segment += added
+                self._records, self._appended = {}, 0
+            # The open segment's latest record of each key, the last written last (bytes where stored whole).
+            had = key in self._records
+            previous = self._records.pop(key, None)
+            self._records[key] = None if appends else added
             try:
-                self.place.store(self._number, bytes(self._segment), added)
+                self._store(added)
             except BaseException:
-                if self.place.appends:
-                    self.seal()  # what was appended may be torn: the next record starts a new segment
-                else:
-                    del self._segment[len(self._segment) - len(added) :]
+                del self._records[key]
+                if had:
+                    self._records[key] = previous
+                if appends:
+                    self._appended += 1  # what was appended may be torn: the segment is written again as it seals
+                    self.seal()
                 raise
             texts[key] = text
-            if not self.place.appends and len(self._segment) >= self._segment_bytes:
+            self._appended += 1
+            if not appends and sum(map(len, filter(None, self._records.values()))) >= self._segment_bytes:
                 self._number = 0
+
+    def _store(self, added: bytes) -> None:
+        while True:
+            try:
+                whole = b"" if self.place.appends else b"".join(filter(None, self._records.values()))
+                self.place.store(self._number, whole, added)
+                return
+            except FileExistsError:
+                if self._appended:
+                    raise
+                # A new segment's name another process (a try still running) took: the next one.
+                self._number = max(self._numbers) + 1
+                self._numbers.append(self._number)
+
+    def _size_with(self, key: str, added: bytes) -> int:
+        return sum(len(stored) for name, stored in self._records.items() if stored and name != key) + len(added)
 
     def seal(self) -> None:
         with self._lock:
+            number, records, appended = self._number, self._records, self._appended
+            self._number, self._records, self._appended = 0, {}, 0
             self.place.seal()
-            self._number = 0
-            self._segment = bytearray()
+            if self.place.appends and number and appended > len(records):
+                # Records replaced since (in-flight marks, start marks) or torn: the segment again, each key's last.
+                texts = self._texts or {}
+                try:
+                    self.place.store_whole(number, b"".join(record(key, texts[key]) for key in records if key in texts))
+                except OSError as error:
+                    log.info(
+                        "Durable: a segment of the journal could not be compacted; it is read as it is reason=%r",
+                        str(error),
+                    )
 
     def delete_all(self, keys: Iterable[str]) -> None:
         with self._lock:
