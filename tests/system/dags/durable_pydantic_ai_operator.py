@@ -1,8 +1,9 @@
 """
-A Pydantic AI agent as durable tasks: ``AgentOperator(durable=True)`` with an agent function, then
-``@task.agent(durable=True)`` with an agent built when the DAG is parsed, both through Pydantic AI's
-real ``OpenAIChatModel`` against an OpenAI-compatible endpoint (FAKE_OPENAI_BASE_URL); the system
-tests fail the second request of each task's first try.
+A Pydantic AI agent as durable tasks: ``AgentOperator(durable=True)``, then
+``@task.agent(durable=True)``, both with an agent function that builds the agent in the worker
+through Pydantic AI's real ``OpenAIChatModel`` against an OpenAI-compatible endpoint
+(FAKE_OPENAI_BASE_URL); the system tests fail the second request of each task's first try. The
+file parses without Pydantic AI (a scheduler on a line without the extra reads this folder).
 
 Each tool run appends a line to DURABLE_TEST_OUT/tool_runs.txt.
 """
@@ -14,16 +15,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.common.compat.sdk import dag, task
-from openai import AsyncOpenAI
-from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
-from airflow.providers.common.ai.durable.pydantic_ai import current_idempotency_key
 from airflow.providers.common.ai.operators.agent import AgentOperator
 
 
-def build_agent() -> Agent:
+def build_agent():
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from airflow.providers.common.ai.durable.pydantic_ai import current_idempotency_key
+
     client = AsyncOpenAI(base_url=os.environ["FAKE_OPENAI_BASE_URL"], api_key="x", max_retries=0)
     agent = Agent(
         OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client)),
@@ -53,7 +56,7 @@ def durable_pydantic_ai_operator():
         retry_delay=timedelta(seconds=0),
     )
 
-    @task.agent(agent=build_agent(), durable=True, retries=1, retry_delay=timedelta(seconds=0))
+    @task.agent(agent=build_agent, durable=True, retries=1, retry_delay=timedelta(seconds=0))
     def forecast_decorated(city: str) -> str:
         return f"Weather in {city}?"
 
