@@ -1,7 +1,8 @@
 """
 The example DAGs, run as ``python example_dags/<file>.py`` with real Airflow retries against a local
 OpenAI-compatible server: try 1 fails on the third model request, try 2 replays what try 1
-completed and sends only that request again.
+completed and sends only that request again. The Pydantic AI example runs where the extra
+[pydantic-ai] is installed (the Airflow 3.3 test venv) and is skipped elsewhere.
 """
 
 from __future__ import annotations
@@ -99,6 +100,52 @@ def test_the_durable_agent_example_replays_try_1_and_sends_only_the_failed_reque
     assert xcom_return_value("example_durable_agent", run_id, "report_usage") == usage
     assert "triage_ticket: 1 model requests, 15 tokens; replaying saved 2 requests, 30 tokens" in run.output
     assert journal_entries("example_durable_agent", run_id, tmp_path) == []
+
+
+def test_the_pydantic_ai_example_replays_try_1_and_sends_only_the_failed_request_again(tmp_path):
+    pytest.importorskip(
+        "pydantic_ai.models.openai", reason="Pydantic AI is the optional extra [pydantic-ai], not installed here"
+    )
+    script = [
+        reply.tool_calls(("get_customer", {"email": "ada@example.com"}, "call_customer")),
+        reply.tool_calls(("get_recent_orders", {"customer_id": "C-1024"}, "call_orders")),
+        reply.tool_calls(("final_result", TRIAGE, "call_triage")),  # Pydantic AI's structured output
+    ]
+    with FakeOpenAIServer(script, fail_requests={3}) as server:
+        run = run_dag_file(EXAMPLE_DAGS / "example_durable_pydantic_ai.py", durable_env(server, tmp_path))
+    assert run.returncode == 0, run.output[-5000:]
+    run_id = latest_run_id("example_durable_pydantic_ai")
+    assert task_states("example_durable_pydantic_ai", run_id) == {
+        ("triage_ticket", -1): ("success", 2),
+        ("report_usage", -1): ("success", 1),
+    }
+
+    # Pydantic AI's OpenAIChatModel, through the connection: requests 1-3 on try 1 (3 failed), a new 3rd on try 2.
+    assert [(r.path, r.number, r.status) for r in server.requests] == [
+        ("/v1/chat/completions", 1, 200),
+        ("/v1/chat/completions", 2, 200),
+        ("/v1/chat/completions", 3, 500),
+        ("/v1/chat/completions", 4, 200),
+    ]
+    assert server.requests[3].body == server.requests[2].body
+    retried = json.dumps(server.requests[3].body["messages"])
+    assert '"call_customer"' in retried and "C-1024" in retried and "O-77" in retried
+
+    try_1, try_2 = run.tries("triage_ticket")
+    assert (try_1.count("Tool get_customer ran"), try_1.count("Tool get_recent_orders ran")) == (1, 1)
+    assert (try_2.count("Tool get_customer ran"), try_2.count("Tool get_recent_orders ran")) == (0, 0)
+    assert "Durable: replayed 0, ran live 4 (model 2, tool 2), could not record 0" in try_1
+    assert (
+        "Durable: replayed 4 (model 2, tool 2), ran live 1 (model 1), could not record 0, "
+        "saved 30 tokens by replaying, spent $0.000012, saved $0.000024" in try_2
+    )
+    assert "Agent 'triage' answered: 1 model request reached the model in this try" in try_2
+
+    assert xcom_return_value("example_durable_pydantic_ai", run_id, "triage_ticket") == TRIAGE
+    usage = usage_of_try_2("gpt-4.1-mini", replayed={"model": 2, "tool": 2})
+    assert xcom_value("example_durable_pydantic_ai", run_id, "triage_ticket", "usage") == usage
+    assert xcom_return_value("example_durable_pydantic_ai", run_id, "report_usage") == usage
+    assert journal_entries("example_durable_pydantic_ai", run_id, tmp_path) == []
 
 
 def test_the_durable_task_example_replays_both_agents_and_sends_the_reply_once(tmp_path):

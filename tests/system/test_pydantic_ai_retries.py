@@ -8,6 +8,7 @@ pytest.importorskip(
     "pydantic_ai.models.openai", reason="Pydantic AI is the optional extra [pydantic-ai], not installed here"
 )
 
+import dag_runs
 from test_journal_retries import assert_no_journal_left, run_dag_file
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
@@ -59,3 +60,61 @@ def test_a_changed_prompt_on_try_2_runs_live_from_the_first_request_naming_what_
     assert len((tmp_path / "tool_runs.txt").read_text().splitlines()) == 2
     assert "input item 0 differs" in output
     assert "Durable: replayed 0, ran live 3 (model 2, tool 1)" in output
+
+
+def test_agent_operator_and_task_agent_retry_a_pydantic_ai_agent_replaying_what_try_1_completed(tmp_path):
+    script = [
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_1")),
+        reply.text("Sunny in Paris."),
+        reply.tool_calls(("weather", {"city": "Rome"}, "call_2")),
+        reply.text("Sunny in Rome."),
+    ]
+    with FakeOpenAIServer(script, fail_requests={2, 5}) as server:
+        run = dag_runs.run_dag_file(
+            dag_runs.TEST_DAGS / "durable_pydantic_ai_operator.py",
+            {
+                **dag_runs.durable_env(server, tmp_path),
+                "FAKE_OPENAI_BASE_URL": server.base_url,
+                "DURABLE_TEST_OUT": str(tmp_path),
+            },
+        )
+    assert run.returncode == 0, run.output[-5000:]
+    dag_id = "durable_pydantic_ai_operator"
+    run_id = dag_runs.latest_run_id(dag_id)
+    assert dag_runs.task_states(dag_id, run_id) == {
+        ("forecast", -1): ("success", 2),
+        ("forecast_decorated", -1): ("success", 2),
+    }
+
+    # Each task: try 1 sent a request whose answer asked for the tool, then a request that failed;
+    # try 2 replayed the first answer and the tool call and sent only the failed request again.
+    assert [(r.number, r.status) for r in server.requests] == [
+        (1, 200),
+        (2, 500),
+        (3, 200),
+        (4, 200),
+        (5, 500),
+        (6, 200),
+    ]
+    assert server.requests[2].body == server.requests[1].body
+    assert server.requests[5].body == server.requests[4].body
+    assert server.requests[0].body["messages"][-1]["content"] == "Weather in Paris?"  # the rendered template
+    assert server.requests[3].body["messages"][-1]["content"] == "Weather in Rome?"  # the function's prompt
+    runs = (tmp_path / "tool_runs.txt").read_text().splitlines()
+    assert [line.rsplit(" ", 1)[0] for line in runs] == ["weather Paris", "weather Rome"]
+
+    for task_id, city in (("forecast", "Paris"), ("forecast_decorated", "Rome")):
+        try_1, try_2 = run.tries(task_id)
+        assert "Durable: replayed 0, ran live 2 (model 1, tool 1), could not record 0" in try_1
+        assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0" in try_2
+        assert "Agent 'forecaster' answered: 1 model request reached the model in this try" in try_2
+        assert "Durable: journal deleted" in try_2
+        assert dag_runs.xcom_return_value(dag_id, run_id, task_id) == f"Sunny in {city}."
+        usage = dag_runs.xcom_value(dag_id, run_id, task_id, "usage")
+        assert (usage["requests"], usage["saved"]["requests"], usage["replayed"], usage["live"]) == (
+            1,
+            1,
+            {"model": 1, "tool": 1},
+            {"model": 1},
+        )
+    assert dag_runs.journal_entries(dag_id, run_id, tmp_path) == []

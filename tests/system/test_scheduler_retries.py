@@ -1,7 +1,7 @@
 """
 Durable tasks under a real scheduler with LocalExecutor, where each try runs in a worker process
-of its own: a worker killed with SIGKILL in the middle of a tool call, and tasks cleared by hand
-after they failed for good or succeeded.
+of its own: a worker killed with SIGKILL in the middle of a tool call, tasks cleared by hand
+after they failed for good or succeeded, and a Pydantic AI agent's tasks retried.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def airflow(server, out, tmp_path_factory, airflow_db):
-    env = {**durable_env(server, out), "DURABLE_TEST_OUT": str(out)}
+    env = {**durable_env(server, out), "DURABLE_TEST_OUT": str(out), "FAKE_OPENAI_BASE_URL": server.base_url}
     with AirflowServices(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env) as services:
         yield services
 
@@ -163,3 +163,42 @@ def test_clearing_a_task_that_succeeded_starts_over(airflow, server, out):
     try_2 = airflow.task_log("durable_cleared", run_id, "triage", 2)
     assert "Durable: replayed 0, ran live 3 (model 2, tool 1), could not record 0" in try_2
     assert xcom_return_value("durable_cleared", run_id, "triage") == "Billing, normal."
+
+
+def _has_pydantic_ai() -> bool:
+    try:
+        import pydantic_ai.models.openai  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# A mark, not a skip in the test: a skipped test starts no services.
+@pytest.mark.skipif(
+    not _has_pydantic_ai(), reason="Pydantic AI is the optional extra [pydantic-ai], not installed here"
+)
+def test_a_pydantic_ai_agent_retried_by_the_scheduler_replays_try_1_in_a_new_worker(airflow, server, out):
+    server.add(
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_1")),
+        reply.text("Sunny in Paris."),
+        reply.tool_calls(("weather", {"city": "Rome"}, "call_2")),
+        reply.text("Sunny in Rome."),
+    )
+    server.fail_later(2, 5)  # the second request of each task's first try
+    first_request = len(server.requests)
+    dag_id = "durable_pydantic_ai_operator"
+    run_id = airflow.trigger(dag_id)
+
+    for task_id, city in (("forecast", "Paris"), ("forecast_decorated", "Rome")):
+        instance = airflow.wait_for_task(dag_id, run_id, task_id, try_number=2)
+        assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.service_log("scheduler")[-4000:]
+        try_2 = airflow.task_log(dag_id, run_id, task_id, 2)
+        assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0" in try_2
+        assert xcom_return_value(dag_id, run_id, task_id) == f"Sunny in {city}."
+
+    requests = server.requests[first_request:]
+    assert [r.status for r in requests] == [200, 500, 200, 200, 500, 200]
+    assert requests[2].body == requests[1].body and requests[5].body == requests[4].body
+    runs = (out / "tool_runs.txt").read_text().splitlines()
+    assert [line.rsplit(" ", 1)[0] for line in runs] == ["weather Paris", "weather Rome"]
+    assert journal_entries(dag_id, run_id, out) == []

@@ -113,7 +113,7 @@ class Tries:
         (
             {"agent": "triage"},
             TypeError,
-            "agent must be an agents.Agent or a function that returns one, not str",
+            "agent must be an agents.Agent, a pydantic_ai.Agent or a function that returns one, not str",
         ),
         ({"prompt": ""}, ValueError, "prompt is empty; give the agent something to do"),
         ({"prompt": "  \n"}, ValueError, "prompt is empty"),

@@ -56,7 +56,8 @@ class _AgentDecoratedOperator(DecoratedOperator, AgentOperator):
 def agent_task(python_callable: Callable | None = None, **kwargs: Any) -> TaskDecorator:
     """
     Make a function that returns the prompt into an :class:`AgentOperator` task, which takes the
-    operator's arguments: ``@task.agent(agent=triage_agent, durable=True, retries=2)``.
+    operator's arguments: ``@task.agent(agent=triage_agent, durable=True, retries=2)``. The agent is
+    an OpenAI Agents SDK agent or a Pydantic AI agent (with the extra ``[pydantic-ai]``).
 
     The function runs in the worker at the start of each try; its arguments may be XComs of
     upstream tasks, as with ``@task``.

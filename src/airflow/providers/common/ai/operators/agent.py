@@ -1,11 +1,11 @@
-"""AgentOperator: an OpenAI Agents SDK agent as an Airflow task, optionally durable across retries."""
+"""AgentOperator: an OpenAI Agents SDK or Pydantic AI agent as an Airflow task, optionally durable across retries."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 try:
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 class AgentOperator(BaseOperator):
     """
-    Run an OpenAI Agents SDK agent on ``prompt``; the agent's final output is the task's return
-    value (XCom), a pydantic or dataclass output as JSON-compatible data. Each try also pushes
+    Run an OpenAI Agents SDK agent, or a Pydantic AI agent, on ``prompt``; the agent's final output
+    is the task's return value (XCom), a pydantic or dataclass output as JSON-compatible data. Each try also pushes
     its usage to XCom under the key ``usage``, also when the try fails: the requests and tokens
     per model that reached a model in this try and, when durable, what the replay saved and how
     many calls of each kind replayed, ran live or could not be recorded (see
@@ -52,12 +52,12 @@ class AgentOperator(BaseOperator):
 
     :param prompt: what the agent is asked: a string, or a list of Responses API input items.
         Templated.
-    :param agent: an ``agents.Agent``, or a callable without arguments that returns one, called in
-        the worker at the start of each try (for an agent that is costly or unsafe to build
-        while the DAG file is parsed).
+    :param agent: an ``agents.Agent`` or a ``pydantic_ai.Agent`` (with the extra ``[pydantic-ai]``),
+        or a callable without arguments that returns one, called in the worker at the start of each
+        try (for an agent that is costly or unsafe to build while the DAG file is parsed).
     :param durable: journal the run, so that a retry replays the calls this try completes.
     :param max_turns: the most model calls the run may make before it fails with
-        ``MaxTurnsExceeded``.
+        ``MaxTurnsExceeded`` (the SDK's default, 10, without it).
     :param run_config: an ``agents.RunConfig`` for the run (model, model settings, guardrails,
         ...).
     :param openai_conn_id: an Airflow connection of type ``openai`` (API key in the password,
@@ -86,9 +86,17 @@ class AgentOperator(BaseOperator):
     tool runs once, and the decision is recorded, so a later retry never asks again; a try that
     fails before it took a given answer leaves it to the next try (see the approvals docs).
 
+    A Pydantic AI agent runs with ``agent.run_sync(prompt)``, or with ``durable=True`` with
+    ``durable.pydantic_ai.run_durably_sync``; ``budget`` and ``keep_journal`` apply to it as well.
+    The options that belong to the OpenAI Agents SDK (``run_config``, ``openai_conn_id``,
+    ``max_turns``) and the approval options are refused with it: give its model, provider and
+    settings to the Pydantic AI agent itself.
+
     Refuses, when the DAG is parsed: an ``agent`` that is neither an ``Agent`` nor callable, an
     empty prompt, ``max_turns`` below 1, ``openai_conn_id`` together with a ``run_config``
-    that brings its own model provider, and a ``budget`` without ``durable=True``.
+    that brings its own model provider, a ``budget`` without ``durable=True``, a Pydantic AI agent
+    with an option of the OpenAI Agents SDK, or without the extra ``[pydantic-ai]`` (an agent
+    function's Pydantic AI agent: when the task starts).
     """
 
     template_fields: Sequence[str] = ("prompt", "openai_conn_id")
@@ -99,9 +107,9 @@ class AgentOperator(BaseOperator):
         self,
         *,
         prompt: str | list[Any],
-        agent: Agent | Callable[[], Agent],
+        agent: Any,
         durable: bool = False,
-        max_turns: int = DEFAULT_MAX_TURNS,
+        max_turns: int | None = None,
         run_config: RunConfig | None = None,
         openai_conn_id: str | None = None,
         assigned_users: HITLUser | list[HITLUser] | None = None,
@@ -116,14 +124,14 @@ class AgentOperator(BaseOperator):
 
         super().__init__(**kwargs)
         _check_prompt(prompt, self.task_id, when_rendered=False)
-        if not isinstance(agent, Agent) and not callable(agent):
+        if not isinstance(agent, Agent) and not _is_pydantic_ai_agent(agent) and not callable(agent):
             raise TypeError(
-                f"AgentOperator {self.task_id!r}: agent must be an agents.Agent or a function that "
-                f"returns one, not {type(agent).__name__}"
+                f"AgentOperator {self.task_id!r}: agent must be an agents.Agent, a pydantic_ai.Agent or a "
+                f"function that returns one, not {type(agent).__name__}"
             )
         if not isinstance(durable, bool):
             raise TypeError(f"AgentOperator {self.task_id!r}: durable must be True or False, not {durable!r}")
-        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
             raise ValueError(
                 f"AgentOperator {self.task_id!r}: max_turns must be a whole number of at least 1, not {max_turns!r}"
             )
@@ -172,6 +180,8 @@ class AgentOperator(BaseOperator):
         self.notifiers = (
             [notifiers] if notifiers is not None and not isinstance(notifiers, Sequence) else notifiers or []
         )
+        if _is_pydantic_ai_agent(agent):
+            self._check_pydantic_ai_agent(agent)
         asked = [
             name
             for name, value in (
@@ -212,7 +222,6 @@ class AgentOperator(BaseOperator):
         if self.durable:
             from airflow.providers.common.ai.durable.airflow.approvals import approval_timing
             from airflow.providers.common.ai.durable.core.scope import current_journal
-            from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
             # Binds the task instance's journal now: a missing durable_cache_path fails the task
             # before the agent is built or any model is called; so does a malformed approval option.
@@ -223,38 +232,90 @@ class AgentOperator(BaseOperator):
                     "Durable: durable=True with retries=0 records calls that only a retry, or a clear "
                     "after the task failed, replays; set retries to let Airflow replay them"
                 )
-        run_config = self._get_run_config()
-        run_kwargs: dict[str, Any] = {"max_turns": self.max_turns, "run_config": run_config}
-        counted = _CountedUsage(run_config)
-        from airflow.providers.common.ai.durable.core.approvals import AwaitingAnswer, answering_approvals
-
-        result: RunResult | None = None
+        # What counts the run's usage without a journal: the agent's framework's own.
+        counted: Any = None
         try:
             agent = self._get_agent()
-            if self.durable:
-                from airflow.providers.common.ai.durable.airflow.approvals import going_on_at
+            if _is_pydantic_ai_agent(agent):
+                # An agent function's agent is known only now: checked as an agent given to the operator is.
+                self._check_pydantic_ai_agent(agent)
+                from airflow.providers.common.ai.durable.pydantic_ai._usage import CountedUsage
 
-                going_on = going_on_at(self._not_before)
-                # AwaitingAnswer: a call found in flight whose tool's policy is "ask" (desk.pending).
-                with answering_approvals(self._answer, going_on) as desk, contextlib.suppress(AwaitingAnswer):
-                    result = run_durably_sync(
-                        agent,
-                        self.prompt,
-                        hooks=counted,
-                        budget=self.budget,
-                        keep_journal=self.keep_journal,
-                        **run_kwargs,
-                    )
-            else:
-                result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
+                counted = CountedUsage()
+                return self._run_pydantic_ai(agent, counted)
+            run_config = self._get_run_config()
+            counted = _CountedUsage(run_config)
+            return self._run_openai_agents(context, agent, run_config, counted)
         finally:
             # Also when the try fails: what it used as far as it got.
-            usage = self._get_usage(counted)
-            context["ti"].xcom_push(key=USAGE_XCOM_KEY, value=usage.to_dict())
+            context["ti"].xcom_push(key=USAGE_XCOM_KEY, value=self._get_usage(counted).to_dict())
+
+    def _run_openai_agents(
+        self, context: Context, agent: Agent, run_config: RunConfig | None, counted: _CountedUsage
+    ) -> Any:
+        from airflow.providers.common.ai.durable.core.approvals import AwaitingAnswer, answering_approvals
+
+        run_kwargs: dict[str, Any] = {
+            "max_turns": DEFAULT_MAX_TURNS if self.max_turns is None else self.max_turns,
+            "run_config": run_config,
+        }
+        result: RunResult | None = None
+        if self.durable:
+            from airflow.providers.common.ai.durable.airflow.approvals import going_on_at
+            from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+
+            going_on = going_on_at(self._not_before)
+            # AwaitingAnswer: a call found in flight whose tool's policy is "ask" (desk.pending).
+            with answering_approvals(self._answer, going_on) as desk, contextlib.suppress(AwaitingAnswer):
+                result = run_durably_sync(
+                    agent,
+                    self.prompt,
+                    hooks=counted,
+                    budget=self.budget,
+                    keep_journal=self.keep_journal,
+                    **run_kwargs,
+                )
+        else:
+            result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
         if result is None or result.interruptions:
             self._wait_for_approval(context, desk if self.durable else None)
-        self._log_usage(result, usage)
+        self._log_usage(result.last_agent.name, self._get_usage(counted))
         return to_jsonable_python(result.final_output)
+
+    def _run_pydantic_ai(self, agent: Any, counted: Any) -> Any:
+        """``agent.run_sync(prompt)``, journaled with ``durable=True``; the run's output is the return value."""
+        # Not inferred from this frame, where the agent's variable is always "agent".
+        run_kwargs: dict[str, Any] = {"capabilities": [counted], "infer_name": False}
+        if self.durable:
+            from airflow.providers.common.ai.durable.pydantic_ai import run_durably_sync
+
+            result = run_durably_sync(
+                agent, self.prompt, budget=self.budget, keep_journal=self.keep_journal, **run_kwargs
+            )
+        else:
+            result = agent.run_sync(self.prompt, **run_kwargs)
+        self._log_usage(agent.name or "(no name)", self._get_usage(counted))
+        return to_jsonable_python(result.output)
+
+    def _check_pydantic_ai_agent(self, agent: Any) -> None:
+        """Refuse what a Pydantic AI agent cannot take: an option of the OpenAI Agents SDK, a missing extra."""
+        given = {
+            "run_config": self.run_config,
+            "openai_conn_id": self.openai_conn_id,
+            "max_turns": self.max_turns,
+            "assigned_users": self.assigned_users,
+            "response_timeout": self.response_timeout,
+            "defaults": self.defaults,
+            "notifiers": self.notifiers,
+        }
+        for name, value in given.items():
+            if value is not None and value != []:
+                raise ValueError(
+                    f"AgentOperator {self.task_id!r}: {name} is an option of OpenAI Agents SDK agents, not of "
+                    f"a Pydantic AI agent; {_INSTEAD_FOR_PYDANTIC_AI[name]}"
+                )
+        # Without the extra [pydantic-ai] (or with a Pydantic AI it cannot use) this raises, naming the extra.
+        import airflow.providers.common.ai.durable.pydantic_ai  # noqa: F401
 
     def _wait_for_approval(self, context: Context, desk: Any) -> NoReturn:
         from airflow.providers.common.ai.durable.airflow.approvals import wait_for_answer
@@ -275,22 +336,24 @@ class AgentOperator(BaseOperator):
             notifiers=self.notifiers,
         )
 
-    def _get_usage(self, counted: _CountedUsage) -> TryUsage:
+    def _get_usage(self, counted: Any) -> TryUsage:
         from airflow.providers.common.ai.durable.core.scope import journal_in_use
 
         # A durable run in a task has a journal, which also knows what replayed; outside a task
         # (or without durable) the run's hooks counted what reached the model.
         journal = journal_in_use(AIRFLOW_HOST) if self.durable else None
-        return journal.stats.usage() if journal is not None else counted.usage
+        if journal is not None:
+            return journal.stats.usage()
+        return counted.usage if counted is not None else TryUsage()
 
-    def _get_agent(self) -> Agent:
-        if isinstance(self.agent, Agent):
+    def _get_agent(self) -> Any:
+        if isinstance(self.agent, Agent) or _is_pydantic_ai_agent(self.agent):
             return self.agent
         agent = self.agent()
-        if not isinstance(agent, Agent):
+        if not isinstance(agent, Agent) and not _is_pydantic_ai_agent(agent):
             raise TypeError(
                 f"AgentOperator {self.task_id!r}: the agent function {_name_of(self.agent)} returned "
-                f"{type(agent).__name__}; it must return an agents.Agent"
+                f"{type(agent).__name__}; it must return an agents.Agent or a pydantic_ai.Agent"
             )
         return agent
 
@@ -305,10 +368,10 @@ class AgentOperator(BaseOperator):
         # A copy, not the user's RunConfig: the operator object lives on across tries.
         return dataclasses.replace(self.run_config, model_provider=provider)
 
-    def _log_usage(self, result: RunResult, usage: TryUsage) -> None:
+    def _log_usage(self, agent_name: str, usage: TryUsage) -> None:
         self.log.info(
             "Agent %r answered: %s reached the model in this try, %s (%d input, %d output)",
-            result.last_agent.name,
+            agent_name,
             plural.counted(usage.requests, "model request"),
             plural.counted(usage.total_tokens, "token"),
             usage.input_tokens,
@@ -339,6 +402,26 @@ def _model_name(model: str | Model | None) -> str:
     if isinstance(model, str):
         return model
     return str(getattr(model, "model", None) or type(model).__name__)
+
+
+#: What a Pydantic AI agent takes instead of each option of the OpenAI Agents SDK.
+_INSTEAD_FOR_PYDANTIC_AI = {
+    "run_config": "give the model and its settings to the Pydantic AI Agent itself",
+    "openai_conn_id": "give the Pydantic AI Agent a model whose provider has the key and base URL",
+    "max_turns": "limit its requests with budget=UsageBudget(max_requests=...) and durable=True",
+    **dict.fromkeys(
+        ("assigned_users", "response_timeout", "defaults", "notifiers"),
+        "approvals of a Pydantic AI agent's tool calls are not built yet, so remove the option",
+    ),
+}
+
+
+def _is_pydantic_ai_agent(agent: Any) -> bool:
+    """
+    Whether ``agent`` is a Pydantic AI agent, told by the modules of its classes: Pydantic AI is
+    the optional extra [pydantic-ai], imported only once an agent of it is given.
+    """
+    return any(cls.__module__.partition(".")[0] == "pydantic_ai" for cls in type(agent).__mro__)
 
 
 def _check_prompt(prompt: Any, task_id: str, *, when_rendered: bool) -> None:
