@@ -1,8 +1,9 @@
 """
 The Pydantic AI side of one journaled agent run: a capability, added to the run, that wraps the
 model serving each request (a ``WrapperModel`` whose ``request`` goes through the journal) and
-each function-tool execution (``wrap_tool_execute``). The user's agent and tools are never copied.
-What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
+each function-tool execution (``wrap_tool_execute``); calls that wait for an approval go to the
+task's approval desk (``handle_deferred_tool_calls``, ``_approvals``). The user's agent and tools
+are never copied. What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
 named in a log line.
 """
 
@@ -15,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
@@ -41,6 +43,7 @@ from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.pydantic_ai._approvals import answered_approvals
 from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
     described_request,
@@ -105,7 +108,7 @@ class DurableCapability(AbstractCapability[Any]):
     # The model step whose request raised: a retry of it in this try keeps its position.
     _failed_model_step: JournalStep | None = field(default=None, init=False, repr=False)
     _model_calls: ModelCalls = field(default_factory=ModelCalls, init=False, repr=False)
-    # Outputs a person gave for calls found in flight (none yet: these runs cannot ask), by step key.
+    # Outputs a person gave for calls found in flight (policy "ask"), by step key.
     _resolved_outputs: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _verified: VerifiedCalls = field(default_factory=dict, init=False, repr=False)
 
@@ -203,7 +206,8 @@ class DurableCapability(AbstractCapability[Any]):
 
     def _claim_tool_calls(self, response: ModelResponse, parameters: ModelRequestParameters) -> None:
         """Claim the function-tool calls of an answer in the order the model listed them."""
-        journaled = {tool.name for tool in parameters.function_tools if tool.kind == "function"}
+        # An "unapproved" tool is a function tool that runs once a person approves the call.
+        journaled = {tool.name for tool in parameters.function_tools if tool.kind in ("function", "unapproved")}
         calls = [part for part in response.parts if isinstance(part, ToolCallPart) and part.tool_name in journaled]
         # Two calls under one id cannot be told apart on the retry: they run live.
         repeated = {call_id for call_id, n in Counter(call.tool_call_id for call in calls).items() if n > 1}
@@ -271,6 +275,13 @@ class DurableCapability(AbstractCapability[Any]):
             step.record({"output": output})
         self.progress.step_done(step)
         return output
+
+    # --- approvals ---
+
+    async def handle_deferred_tool_calls(
+        self, ctx: Any, *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        return answered_approvals(self.run, ctx, requests)
 
     # --- the run's end ---
 
