@@ -23,8 +23,8 @@ if not AIRFLOW_V_3_2_PLUS:
     pytest.skip("approvals need Airflow's human-in-the-loop (3.2+)", allow_module_level=True)
 
 from openai import AsyncOpenAI
-from pydantic_ai import Agent, DeferredToolRequests, ToolDenied
-from pydantic_ai.exceptions import UserError
+from pydantic_ai import Agent, DeferredToolRequests, RunContext, ToolDenied
+from pydantic_ai.exceptions import ApprovalRequired, UserError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -268,3 +268,39 @@ def test_a_call_found_in_flight_whose_policy_is_ask_runs_again_when_a_person_say
     assert task.pending is None
     assert runs == {"issue_refund": 2}
     assert len(server.requests) == 2
+
+
+def test_a_tool_that_asks_for_an_approval_itself_runs_once_approved_and_a_retry_replays_it():
+    runs: Counter[str] = Counter()
+    # The final answer of the approved try; a retry would take the next one if anything ran live.
+    script = [reply.tool_calls(("pay", {"amount": 50}, "call_pay")), reply.text("Paid."), reply.text("again")]
+
+    def payer(server: FakeOpenAIServer) -> Agent[None, str]:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        agent = Agent(OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client)), name="payer")
+
+        @agent.tool
+        def pay(ctx: RunContext[None], amount: int) -> str:
+            """Pay an amount; a large one needs a person's approval."""
+            if amount > 10 and not ctx.tool_call_approved:
+                runs["asked"] += 1
+                raise ApprovalRequired(metadata={"reason": "large"})
+            runs["paid"] += 1
+            return f"paid {amount}"
+
+        return agent
+
+    task = ApprovalTask()
+    with FakeOpenAIServer(script) as server:
+        assert task.resume(payer(server)) is None
+        assert isinstance(task.pending, PendingApproval)
+        assert task.pending.requests[0].tool == "pay"
+        assert task.resume(payer(server), APPROVED) == "Paid."
+        assert runs == {"asked": 1, "paid": 1}  # the resumed try replays the call that asked
+
+        assert task.resume(payer(server)) == "Paid."  # a retry: everything replays
+
+    assert runs == {"asked": 1, "paid": 1}
+    assert len(server.requests) == 2
+    assert task.journal.stats.replayed == {"model": 2, "tool": 2, APPROVAL_STEP: 1}
+    assert list(task.kinds().values()) == ["model", "tool", APPROVAL_STEP, "tool", "model"]

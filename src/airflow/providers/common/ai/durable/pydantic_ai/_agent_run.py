@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
@@ -43,7 +44,12 @@ from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
-from airflow.providers.common.ai.durable.pydantic_ai._approvals import answered_approvals
+from airflow.providers.common.ai.durable.pydantic_ai._approvals import (
+    answered_approvals,
+    approved_call_step,
+    record_asked_for_approval,
+    replayed_request_for_approval,
+)
 from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
     described_request,
@@ -111,6 +117,8 @@ class DurableCapability(AbstractCapability[Any]):
     # Outputs a person gave for calls found in flight (policy "ask"), by step key.
     _resolved_outputs: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _verified: VerifiedCalls = field(default_factory=dict, init=False, repr=False)
+    # Calls that raised ApprovalRequired themselves: once approved, they run again at a step of their own.
+    _asked_for_approval: set[str] = field(default_factory=set, init=False, repr=False)
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         return None if isinstance(model, _DurableModel) else _DurableModel(model, self)
@@ -240,6 +248,9 @@ class DurableCapability(AbstractCapability[Any]):
 
     async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
         step = None if self._is_inside_a_call() else self._tool_steps.pop(call.tool_call_id, None)
+        if step is None and call.tool_call_id in self._asked_for_approval and getattr(ctx, "tool_call_approved", False):
+            self._asked_for_approval.discard(call.tool_call_id)
+            step = approved_call_step(self.run, call)
         if step is None:
             if not self._is_inside_a_call():
                 log.info(
@@ -252,6 +263,9 @@ class DurableCapability(AbstractCapability[Any]):
         if step.replayed:
             step.handed_out()
             self.progress.step_done(step)
+            if (asked := replayed_request_for_approval(step)) is not None:
+                self._asked_for_approval.add(call.tool_call_id)
+                raise asked
             return step.result.get("output") if isinstance(step.result, dict) else step.result
         self.progress.flush()
         policy = self._policy(call.tool_name)
@@ -264,7 +278,12 @@ class DurableCapability(AbstractCapability[Any]):
         await marked_in_flight(step, policy.policy)
         try:
             with step.running():
-                output = await handler(args)
+                try:
+                    output = await handler(args)
+                except ApprovalRequired as asked:
+                    record_asked_for_approval(step, asked)
+                    self._asked_for_approval.add(call.tool_call_id)
+                    raise
         except Exception:
             self.progress.step_done(step)  # failed: it runs again next try
             raise

@@ -8,6 +8,12 @@ rejection hands the model Pydantic AI's ``ToolDenied`` message); with neither, t
 the core's :class:`~airflow.providers.common.ai.durable.core.approvals.AwaitingAnswer` and the
 desk's ``pending`` says what to ask. Without a desk (a plain ``@task``) nothing is answered here:
 the run ends as Pydantic AI ends it.
+
+A tool may also ask for an approval itself, raising ``ApprovalRequired`` (before it does anything),
+and Pydantic AI calls it again once the call is approved. Its step records that it asked
+(:func:`record_asked_for_approval`), so that a replay asks again without running it and the
+decision replays at the same position; the approved call is a step of its own, after the decision
+(:func:`approved_call_step`).
 """
 
 from __future__ import annotations
@@ -15,10 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ToolCallPart
 
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, AwaitingAnswer, approval_desk
+from airflow.providers.common.ai.durable.core.divergence import tool_call_parts
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.runs import DurableRun
+from airflow.providers.common.ai.durable.core.steps import JournalStep
+
+#: What a tool step records when its call raised ``ApprovalRequired`` (a storage format: a rename is a migration).
+ASKED_FOR_APPROVAL = "asked_for_approval"
 
 
 def _arguments(call: ToolCallPart) -> str:
@@ -49,4 +62,32 @@ def answered_approvals(run: DurableRun, ctx: Any, requests: DeferredToolRequests
             call.tool_call_id: True if decision.approved else ToolDenied()
             for call, decision in zip(requests.approvals, decisions, strict=True)
         }
+    )
+
+
+def record_asked_for_approval(step: JournalStep, asked: ApprovalRequired) -> None:
+    """Record that the call of ``step`` asked for an approval instead of completing."""
+    step.record({ASKED_FOR_APPROVAL: True, "metadata": asked.metadata})
+
+
+def replayed_request_for_approval(step: JournalStep) -> ApprovalRequired | None:
+    """The ``ApprovalRequired`` a replayed ``step`` recorded its call raised, to raise again; else ``None``."""
+    result = step.result
+    if not isinstance(result, dict) or result.get(ASKED_FOR_APPROVAL) is not True:
+        return None
+    metadata = result.get("metadata")
+    return ApprovalRequired(metadata if isinstance(metadata, dict) else None)
+
+
+def approved_call_step(run: DurableRun, call: ToolCallPart) -> JournalStep:
+    """The step of ``call`` run again once approved, after it asked for the approval itself."""
+    arguments = _arguments(call)
+    return run.claim(
+        "tool",
+        call.tool_name,
+        fingerprint(
+            {"name": call.tool_name, "arguments": arguments, "call_id": call.tool_call_id, "approved": True},
+            what=f"tool {call.tool_name!r}",
+        ),
+        parts=tool_call_parts(call.tool_name, arguments, call.tool_call_id),
     )
