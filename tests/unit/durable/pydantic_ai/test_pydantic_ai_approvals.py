@@ -197,6 +197,26 @@ def test_a_decision_is_recorded_and_a_retry_after_a_later_failure_replays_it_wit
     assert task.journal.stats.approvals == ["issue_refund approved by alice"]
 
 
+def test_two_approvals_in_one_run_are_asked_in_turn_and_each_refund_runs_once():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    second = ("issue_refund", {"order_id": "O-78", "amount_eur": 15}, "call_refund_2")
+    script = [reply.tool_calls(LOOKUP, REFUND), reply.tool_calls(second), reply.text("Refunded both.")]
+    with FakeOpenAIServer(script) as server:
+        task.resume(support_agent(server, runs))
+        first = task.pending
+        assert task.resume(support_agent(server, runs), APPROVED) is None
+        assert isinstance(task.pending, PendingApproval) and task.pending != first
+        assert task.pending.requests[0].call_id == "call_refund_2"
+        output = task.resume(support_agent(server, runs), REJECTED)
+
+    assert output == "Refunded both."
+    assert len(server.requests) == 3
+    assert tool_outputs(server.requests[2].body)[-1] == DENIED
+    assert runs == {"lookup_order": 1, "issue_refund": 1}
+    assert task.journal.stats.approvals == ["issue_refund approved by alice", "issue_refund rejected by bob"]
+
+
 def test_without_a_desk_the_run_ends_as_pydantic_ai_ends_it_and_records_no_decision():
     runs: Counter[str] = Counter()
     storage = InMemoryStorage()
@@ -304,3 +324,8 @@ def test_a_tool_that_asks_for_an_approval_itself_runs_once_approved_and_a_retry_
     assert len(server.requests) == 2
     assert task.journal.stats.replayed == {"model": 2, "tool": 2, APPROVAL_STEP: 1}
     assert list(task.kinds().values()) == ["model", "tool", APPROVAL_STEP, "tool", "model"]
+    # What the call that asked records (a storage format: a rename is a migration).
+    assert json.loads(task.storage.entries["1.2"])["result"] == {
+        "asked_for_approval": True,
+        "metadata": {"reason": "large"},
+    }
