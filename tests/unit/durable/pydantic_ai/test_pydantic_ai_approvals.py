@@ -38,6 +38,7 @@ from airflow.providers.common.ai.durable.core.approvals import (
     answering_approvals,
 )
 from airflow.providers.common.ai.durable.core.in_flight import (
+    FAIL_TASK,
     HAPPENED,
     RUN_IT,
     InFlightDecision,
@@ -329,3 +330,15 @@ def test_a_tool_that_asks_for_an_approval_itself_runs_once_approved_and_a_retry_
         "asked_for_approval": True,
         "metadata": {"reason": "large"},
     }
+
+
+def test_a_call_found_in_flight_whose_policy_is_ask_fails_the_task_for_good_when_a_person_says_so():
+    runs: Counter[str] = Counter()
+    with FakeOpenAIServer([reply.tool_calls(REFUND), reply.text("Refunded.")]) as server:
+        task = task_died_in_a_refund(server, runs)
+        with pytest.raises(Exception, match="a person chose to fail the task") as failed:
+            task.resume(refund_agent(server, runs), InFlightDecision(FAIL_TASK, "", "alice"))
+
+    assert type(failed.value).__name__ == "AirflowFailException"
+    assert runs == {"issue_refund": 1}
+    assert len(server.requests) == 1
