@@ -1,8 +1,9 @@
 """
 The Pydantic AI side of one journaled agent run: a capability, added to the run, that wraps the
 model serving each request (a ``WrapperModel`` whose ``request`` goes through the journal) and
-each function-tool execution (``wrap_tool_execute``). The user's agent and tools are never copied.
-What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
+each function-tool execution (``wrap_tool_execute``); calls that wait for an approval go to the
+task's approval desk (``handle_deferred_tool_calls``, ``_approvals``). The user's agent and tools
+are never copied. What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
 named in a log line.
 """
 
@@ -15,7 +16,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
@@ -41,6 +44,12 @@ from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.pydantic_ai._approvals import (
+    answered_approvals,
+    approved_call_step,
+    record_asked_for_approval,
+    replayed_request_for_approval,
+)
 from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
     described_request,
@@ -105,9 +114,11 @@ class DurableCapability(AbstractCapability[Any]):
     # The model step whose request raised: a retry of it in this try keeps its position.
     _failed_model_step: JournalStep | None = field(default=None, init=False, repr=False)
     _model_calls: ModelCalls = field(default_factory=ModelCalls, init=False, repr=False)
-    # Outputs a person gave for calls found in flight (none yet: these runs cannot ask), by step key.
+    # Outputs a person gave for calls found in flight (policy "ask"), by step key.
     _resolved_outputs: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _verified: VerifiedCalls = field(default_factory=dict, init=False, repr=False)
+    # Calls that raised ApprovalRequired themselves: once approved, they run again at a step of their own.
+    _asked_for_approval: set[str] = field(default_factory=set, init=False, repr=False)
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         return None if isinstance(model, _DurableModel) else _DurableModel(model, self)
@@ -203,7 +214,8 @@ class DurableCapability(AbstractCapability[Any]):
 
     def _claim_tool_calls(self, response: ModelResponse, parameters: ModelRequestParameters) -> None:
         """Claim the function-tool calls of an answer in the order the model listed them."""
-        journaled = {tool.name for tool in parameters.function_tools if tool.kind == "function"}
+        # An "unapproved" tool is a function tool that runs once a person approves the call.
+        journaled = {tool.name for tool in parameters.function_tools if tool.kind in ("function", "unapproved")}
         calls = [part for part in response.parts if isinstance(part, ToolCallPart) and part.tool_name in journaled]
         # Two calls under one id cannot be told apart on the retry: they run live.
         repeated = {call_id for call_id, n in Counter(call.tool_call_id for call in calls).items() if n > 1}
@@ -236,6 +248,9 @@ class DurableCapability(AbstractCapability[Any]):
 
     async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
         step = None if self._is_inside_a_call() else self._tool_steps.pop(call.tool_call_id, None)
+        if step is None and call.tool_call_id in self._asked_for_approval and getattr(ctx, "tool_call_approved", False):
+            self._asked_for_approval.discard(call.tool_call_id)
+            step = approved_call_step(self.run, call)
         if step is None:
             if not self._is_inside_a_call():
                 log.info(
@@ -248,6 +263,9 @@ class DurableCapability(AbstractCapability[Any]):
         if step.replayed:
             step.handed_out()
             self.progress.step_done(step)
+            if (asked := replayed_request_for_approval(step)) is not None:
+                self._asked_for_approval.add(call.tool_call_id)
+                raise asked
             return step.result.get("output") if isinstance(step.result, dict) else step.result
         self.progress.flush()
         policy = self._policy(call.tool_name)
@@ -260,7 +278,12 @@ class DurableCapability(AbstractCapability[Any]):
         await marked_in_flight(step, policy.policy)
         try:
             with step.running():
-                output = await handler(args)
+                try:
+                    output = await handler(args)
+                except ApprovalRequired as asked:
+                    record_asked_for_approval(step, asked)
+                    self._asked_for_approval.add(call.tool_call_id)
+                    raise
         except Exception:
             self.progress.step_done(step)  # failed: it runs again next try
             raise
@@ -271,6 +294,13 @@ class DurableCapability(AbstractCapability[Any]):
             step.record({"output": output})
         self.progress.step_done(step)
         return output
+
+    # --- approvals ---
+
+    async def handle_deferred_tool_calls(
+        self, ctx: Any, *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        return answered_approvals(self.run, ctx, requests)
 
     # --- the run's end ---
 

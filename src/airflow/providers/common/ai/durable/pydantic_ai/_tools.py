@@ -36,8 +36,9 @@ def in_flight(
     (the default: it runs again with the same idempotency key; ``safe_to_repeat=True`` says so
     without a warning), ``"verify"`` (``verify(idempotency_key, arguments)`` returns
     ``Happened(output)`` when the effect happened, and the tool does not run, or ``None``, and it
-    runs) or ``"fail"`` (the task fails for good, the journal kept). ``"ask"`` fails the task at
-    the call found in flight: a Pydantic AI run cannot ask a person yet.
+    runs), ``"ask"`` (a person decides through human-in-the-loop, when an operator that can wait
+    for a person runs the agent; else the task fails at the call) or ``"fail"`` (the task fails
+    for good, the journal kept).
 
     Put it above ``@agent.tool`` / ``@agent.tool_plain`` (or apply it to a ``Tool``)::
 
