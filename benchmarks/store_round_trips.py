@@ -113,8 +113,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     src = args.src.resolve()
-    if not (src / "airflow" / "providers" / "common" / "ai" / "durable" / "journal.py").is_file():
-        parser.error(f"{src} holds no airflow/providers/common/ai/durable/journal.py")
+    if not (src / "airflow" / "providers" / "common" / "ai" / "durable" / "core" / "journal.py").is_file():
+        parser.error(f"{src} holds no airflow/providers/common/ai/durable/core/journal.py")
     started = time.perf_counter()
     results = run(src, args.ns)
     results.update(

@@ -136,16 +136,17 @@ def _measure(n: int, storages: dict, counting: CountingAccessor) -> list[dict]:
 
     for _ in range(repetitions(n)):
         plain_s = timed(plain)
-        for name, (storage, left_over) in storages.items():
+        for name, (make_storage, left_over) in storages.items():
             best[name]["plain"] = min(best[name]["plain"], plain_s)
             assert left_over() == [], f"{name}: a journal is left from before: {left_over()[:5]}"
             counting.reset()
 
             agent, model, ran = _lookup_agent(n, answers=True)
-            keep(name, "record", timed(durable, DurableJournal(storage), agent))
+            # A storage made for each try, as a worker makes it: a replay reads its segments first.
+            keep(name, "record", timed(durable, DurableJournal(make_storage()), agent))
             assert (len(model.calls), len(ran)) == (n + 1, n), "the recording run must call the model and the tool"
 
-            replaying = DurableJournal(storage)
+            replaying = DurableJournal(make_storage())
             agent, model, ran = _lookup_agent(n, answers=False)
             keep(name, "replay", timed(durable, replaying, agent))
             # Honest numbers: the replay reached neither the model nor the tool.
@@ -289,8 +290,9 @@ def store_round_trips():
 
         import airflow
         import airflow.providers.common.ai.durable.core.journal as journal_module
-        from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+        from airflow.providers.common.ai.durable.airflow.object_storage import cache_path_journal
         from airflow.providers.common.ai.durable.airflow.task_state_store import TaskStateStoreStorage
+        from airflow.providers.common.ai.durable.core.segments import KeyedSegments, SegmentedStorage
 
         ti = context["ti"]
         ids = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index}
@@ -305,14 +307,14 @@ def store_round_trips():
             "rows": [],
         }
         with tempfile.TemporaryDirectory() as folder:
-            file_storage = ObjectStorageStorage(UPath(f"file://{folder}/cache"), **ids)
+            identity = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
             storages = {
                 "task state store": (
-                    TaskStateStoreStorage(counting, f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"),
+                    lambda: SegmentedStorage(KeyedSegments(TaskStateStoreStorage(counting, identity))),
                     lambda: sorted(key for key in counting.written if counting.inner.get(key) is not None),
                 ),
                 "file://": (
-                    file_storage,
+                    lambda: cache_path_journal(UPath(f"file://{folder}/cache"), **ids),
                     lambda: sorted(str(path) for path in Path(folder).rglob("*") if path.is_file()),
                 ),
             }

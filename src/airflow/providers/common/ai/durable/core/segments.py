@@ -1,6 +1,6 @@
 """
 A journal's entries as records appended to segments: a step costs one bounded write, and a
-clean-up one delete a segment (journal format 8's storage; the entries themselves are unchanged).
+clean-up one delete a segment (how entries are stored; what an entry holds is unchanged).
 
 A record is a header line, ``<CRC-32 of key and text, 8 hex digits> <length of the text in
 bytes> <key>``, then the text in UTF-8 and a newline. A segment is records one after the other;
