@@ -1,9 +1,9 @@
 """
 The Pydantic AI side of one journaled agent run: a capability, added to the run, that wraps the
-model serving each request (a ``WrapperModel`` whose ``request`` goes through the journal) and
-each function-tool execution (``wrap_tool_execute``). The user's agent and tools are never copied.
-What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
-named in a log line.
+model serving each request (a ``WrapperModel`` whose ``request`` and ``request_stream`` go through
+the journal) and each tool execution of any toolset (``wrap_tool_execute``). The user's agent and
+tools are never copied. A call it cannot tell apart on a retry (two under one id) runs live, named
+in a log line.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
 from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.adapter import (
+    BudgetAdmission,
     admitted_by_budget,
     after_earlier_writes,
     marked_in_flight,
@@ -41,6 +42,7 @@ from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.core.usage import ModelUsage
 from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
     described_request,
@@ -80,13 +82,8 @@ class _DurableModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: Any = None,
     ) -> AsyncIterator[StreamedResponse]:
-        log.info(
-            "Durable: a streamed request to model %r runs live, not journaled (streamed requests are not "
-            "journaled yet), and so do the tool calls its answer asks for",
-            self.wrapped.model_name,
-        )
-        async with self.wrapped.request_stream(
-            messages, model_settings, model_request_parameters, run_context
+        async with self.durable.streamed_response(
+            self.wrapped, messages, model_settings, model_request_parameters, run_context
         ) as streamed:
             yield streamed
 
@@ -173,6 +170,18 @@ class DurableCapability(AbstractCapability[Any]):
         parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """Send the request, inside the task's budget, and record its answer."""
+        admission = await self._admitted(step, settings)
+        try:
+            response = await model.request(messages, settings, parameters)
+        except BaseException as error:
+            settled(admission, None)
+            self._request_failed(step, error)
+            raise
+        settled(admission, self._recorded(step, response))
+        return response
+
+    async def _admitted(self, step: JournalStep, settings: Any) -> BudgetAdmission | None:
+        """What must hold before a live request is sent: calls left in flight resolved, writes stored, the budget."""
         self.progress.flush()
         stop = await resolve_left_in_flight(
             self.run, lambda name: self.policies.get(name, in_flight.DEFAULT_POLICY), lambda call: None, self._verified
@@ -181,16 +190,18 @@ class DurableCapability(AbstractCapability[Any]):
             raise stop
         await after_earlier_writes(step)
         max_tokens = (settings or {}).get("max_tokens")
-        admission = await admitted_by_budget(
+        return await admitted_by_budget(
             self.run.journal, step.name, step.key, max_tokens if isinstance(max_tokens, int) else None
         )
-        try:
-            response = await model.request(messages, settings, parameters)
-        except BaseException as error:
-            settled(admission, None)
-            self._failed_model_step = step
-            step.attempt_failed(error)
-            raise
+
+    def _request_failed(self, step: JournalStep, error: BaseException) -> None:
+        # A request Pydantic AI or a capability sends again in this try keeps its position.
+        self._failed_model_step = step
+        step.attempt_failed(error)
+
+    @staticmethod
+    def _recorded(step: JournalStep, response: ModelResponse) -> ModelUsage:
+        """Record a live answer; what it used."""
         used = step.used(usage_of(step.name, response.usage))
         try:
             recorded = recorded_answer(response)
@@ -198,8 +209,54 @@ class DurableCapability(AbstractCapability[Any]):
             step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
         else:
             step.record(recorded)
-        settled(admission, used)
-        return response
+        return used
+
+    # --- streamed model requests ---
+
+    @asynccontextmanager
+    async def streamed_response(
+        self,
+        model: Model,
+        messages: list[ModelMessage],
+        settings: Any,
+        parameters: ModelRequestParameters,
+        run_context: Any,
+    ) -> AsyncIterator[StreamedResponse]:
+        """
+        A streamed model request: a replayed one is its recorded answer as a stream of the events
+        that build it (no request is sent); a live one is recorded when its stream ends complete,
+        before the tools its answer asks for run. A stream cut off, or left before its end, is not
+        recorded: the request runs again on the next try.
+        """
+        if self._is_inside_a_call():
+            async with model.request_stream(messages, settings, parameters, run_context) as streamed:
+                yield streamed
+            return
+        step = self._model_step(model.model_name, messages, settings, parameters)
+        response = self._replayed(step) if step.replayed else None
+        if response is not None:
+            step.handed_out()
+            self.progress.step_done(step)
+            self._claim_tool_calls(response, parameters)
+            yield CompletedStreamedResponse(response, model_request_parameters=parameters, replay_events=True)
+            return
+        admission = await self._admitted(step, settings)
+        used: ModelUsage | None = None
+        try:
+            async with model.request_stream(messages, settings, parameters, run_context) as streamed:
+                yield streamed
+            response = streamed.get()
+            if response.state != "complete":
+                step.fail(f"its stream ended {response.state}, before the whole answer arrived")
+                return
+            used = self._recorded(step, response)
+        except BaseException as error:
+            self._request_failed(step, error)
+            raise
+        finally:
+            settled(admission, used)
+        self.progress.step_done(step)
+        self._claim_tool_calls(response, parameters)
 
     def _claim_tool_calls(self, response: ModelResponse, parameters: ModelRequestParameters) -> None:
         """Claim the function-tool calls of an answer in the order the model listed them."""
@@ -239,8 +296,8 @@ class DurableCapability(AbstractCapability[Any]):
         if step is None:
             if not self._is_inside_a_call():
                 log.info(
-                    "Durable: tool %r (%s) runs live, not journaled: only function tools of a non-streamed "
-                    "answer are journaled yet",
+                    "Durable: tool %r (%s) runs live, not journaled: a retry could not tell its call apart "
+                    "(another call of the answer has its id) or its kind is not journaled",
                     call.tool_name,
                     getattr(tool_def, "kind", "tool"),
                 )
