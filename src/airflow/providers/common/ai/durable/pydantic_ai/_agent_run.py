@@ -19,6 +19,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.toolsets import AbstractToolset
 
 from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.adapter import (
@@ -51,6 +52,7 @@ from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     usage_of,
 )
 from airflow.providers.common.ai.durable.pydantic_ai._tools import why_not_recordable
+from airflow.providers.common.ai.durable.pydantic_ai._toolsets import ToolsOffered, policy_found
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +107,14 @@ class DurableCapability(AbstractCapability[Any]):
     # Outputs a person gave for calls found in flight (none yet: these runs cannot ask), by step key.
     _resolved_outputs: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _verified: VerifiedCalls = field(default_factory=dict, init=False, repr=False)
+    # The toolset each tool offered to the model comes from, by name, where its policy is found.
+    _tool_origins: dict[str, AbstractToolset[Any]] = field(default_factory=dict, init=False, repr=False)
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         return None if isinstance(model, _DurableModel) else _DurableModel(model, self)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return ToolsOffered(toolset, self._tool_origins)
 
     def _is_inside_a_call(self) -> bool:
         # A request made while one of this run's tools runs belongs to that tool's call.
@@ -115,7 +122,15 @@ class DurableCapability(AbstractCapability[Any]):
         return step is not None and step.run is self.run
 
     def _policy(self, name: str) -> InFlightPolicy:
-        return self.policies.get(name, in_flight.DEFAULT_POLICY)
+        return self._policy_named(name) or in_flight.DEFAULT_POLICY
+
+    def _policy_named(self, name: str) -> InFlightPolicy | None:
+        """The in-flight policy of the tool the model calls ``name``; ``None`` if no tool has that name now."""
+        origin = self._tool_origins.get(name)
+        found = policy_found(origin, name) if origin is not None else None
+        if found is None and origin is not None:
+            found = self.policies.get(name, in_flight.DEFAULT_POLICY)
+        return found if found is not None else self.policies.get(name)
 
     # --- model requests ---
 
@@ -183,9 +198,7 @@ class DurableCapability(AbstractCapability[Any]):
     async def _admitted(self, step: JournalStep, settings: Any) -> BudgetAdmission | None:
         """What must hold before a live request is sent: calls left in flight resolved, writes stored, the budget."""
         self.progress.flush()
-        stop = await resolve_left_in_flight(
-            self.run, lambda name: self.policies.get(name, in_flight.DEFAULT_POLICY), lambda call: None, self._verified
-        )
+        stop = await resolve_left_in_flight(self.run, self._policy, lambda call: None, self._verified)
         if stop is not None:
             raise stop
         await after_earlier_writes(step)
