@@ -32,20 +32,21 @@ from airflow.providers.common.ai.durable.core.adapter import (
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.in_flight import InFlightPolicy
-from airflow.providers.common.ai.durable.core.in_flight_calls import (
-    VerifiedCalls,
-    resolve_left_in_flight,
-    resolve_verified_as_the_run_ends,
-    resolved_as_invoked,
-    stop_before_tools,
-)
+from airflow.providers.common.ai.durable.core.in_flight_calls import VerifiedCalls, stop_before_tools
 from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
 from airflow.providers.common.ai.durable.core.usage import ModelUsage
+from airflow.providers.common.ai.durable.pydantic_ai._in_flight import (
+    output_without_running,
+    resolve_left_in_flight,
+    resolve_verified_as_the_run_ends,
+)
 from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
+    asked_by,
+    call_arguments,
     described_request,
     recorded_answer,
     replayed_answer,
@@ -55,10 +56,6 @@ from airflow.providers.common.ai.durable.pydantic_ai._tools import why_not_recor
 from airflow.providers.common.ai.durable.pydantic_ai._toolsets import ToolsOffered, policy_found
 
 log = logging.getLogger(__name__)
-
-
-def _arguments(call: ToolCallPart) -> str:
-    return call.args if isinstance(call.args, str) else call.args_as_json_str()
 
 
 class _DurableModel(WrapperModel):
@@ -198,9 +195,7 @@ class DurableCapability(AbstractCapability[Any]):
     async def _admitted(self, step: JournalStep, settings: Any) -> BudgetAdmission | None:
         """What must hold before a live request is sent: calls left in flight resolved, writes stored, the budget."""
         self.progress.flush()
-        stop = await resolve_left_in_flight(self.run, self._policy, lambda call: None, self._verified)
-        if stop is not None:
-            raise stop
+        await resolve_left_in_flight(self.run, self._policy_named, self._verified)
         await after_earlier_writes(step)
         max_tokens = (settings or {}).get("max_tokens")
         return await admitted_by_budget(
@@ -281,14 +276,11 @@ class DurableCapability(AbstractCapability[Any]):
         for call in calls:
             if call.tool_call_id in repeated:
                 continue
-            arguments = _arguments(call)
+            arguments = call_arguments(call)
             step = self.run.claim(
                 "tool",
                 call.tool_name,
-                fingerprint(
-                    {"name": call.tool_name, "arguments": arguments, "call_id": call.tool_call_id},
-                    what=f"tool {call.tool_name!r}",
-                ),
+                fingerprint(asked_by(call), what=f"tool {call.tool_name!r}"),
                 parts=tool_call_parts(call.tool_name, arguments, call.tool_call_id),
                 # Pydantic AI may not make a call it was asked for (the run ended first).
                 counted_when_handed_out=True,
@@ -298,7 +290,7 @@ class DurableCapability(AbstractCapability[Any]):
             claimed = self._tool_steps.get(call.tool_call_id)
             if claimed is not None and claimed.interrupted:
                 policy = self._policy(call.tool_name).policy
-                stop = stop_before_tools(claimed, policy, _arguments(call), self._resolved_outputs)
+                stop = stop_before_tools(claimed, policy, call_arguments(call), self._resolved_outputs)
                 if stop is not None:
                     raise stop
 
@@ -321,12 +313,13 @@ class DurableCapability(AbstractCapability[Any]):
             return step.result.get("output") if isinstance(step.result, dict) else step.result
         self.progress.flush()
         policy = self._policy(call.tool_name)
-        if step.interrupted:
-            happened = await resolved_as_invoked(step, policy, _arguments(call), self._resolved_outputs)
-            if happened is not None:
-                step.record({"output": happened.output}, ran=False)
-                self.progress.step_done(step)
-                return happened.output
+        await resolve_left_in_flight(self.run, self._policy_named, self._verified)
+        happened = await output_without_running(
+            step, policy, call_arguments(call), self._resolved_outputs, self._verified
+        )
+        if happened is not None:
+            self.progress.step_done(step)
+            return happened.output
         await marked_in_flight(step, policy.policy)
         try:
             with step.running():
@@ -347,7 +340,7 @@ class DurableCapability(AbstractCapability[Any]):
     def ended(self) -> None:
         """The run ended: the replayed steps not logged yet are, and the calls left in flight it verified resolved."""
         self.progress.flush()
-        resolve_verified_as_the_run_ends(self._verified, lambda call, output: None)
+        resolve_verified_as_the_run_ends(self._verified)
 
     def discard_last_answer(self, error: BaseException) -> None:
         """After a failure caused by the model's answers, make the next try ask the model again."""
