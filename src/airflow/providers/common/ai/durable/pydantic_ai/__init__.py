@@ -34,6 +34,7 @@ from airflow.providers.common.ai.durable.pydantic_ai._run import (
     run_stream_durably,
 )
 from airflow.providers.common.ai.durable.pydantic_ai._tools import in_flight
+from airflow.providers.common.ai.durable.pydantic_ai._toolsets import send_idempotency_key
 
 __all__ = [
     "Happened",
@@ -44,4 +45,5 @@ __all__ = [
     "run_durably",
     "run_durably_sync",
     "run_stream_durably",
+    "send_idempotency_key",
 ]

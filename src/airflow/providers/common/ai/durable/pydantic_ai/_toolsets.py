@@ -4,7 +4,8 @@ toolset of the user's own, any of them prefixed, renamed, filtered or wrapped), 
 policy of each. Every tool call goes through the run capability's ``wrap_tool_execute`` whatever
 its toolset, so each is journaled alike; what differs is where its policy is found: on its tool
 function, or on the toolset it comes from (``in_flight(...)(toolset)``, its ``tools`` overriding it
-for some tools), which is known only once the run lists its tools.
+for some tools), which is known only once the run lists its tools. An MCP server is told the call's
+idempotency key by :func:`send_idempotency_key`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, PrefixedToolset, RenamedToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
+from airflow.providers.common.ai.durable.core.adapter import MCP_IDEMPOTENCY_KEY_META
 from airflow.providers.common.ai.durable.core.in_flight import InFlightPolicy, attached_policy
+from airflow.providers.common.ai.durable.core.scope import running_step
 
 
 @dataclass
@@ -60,3 +63,20 @@ def policy_found(toolset: AbstractToolset[Any], name: str) -> InFlightPolicy | N
         if policy is not None:
             return policy.for_tool(its_name)
     return None
+
+
+async def send_idempotency_key(ctx: Any, call_tool: Any, name: str, args: dict[str, Any]) -> Any:
+    """
+    A ``process_tool_call`` for Pydantic AI's ``MCPToolset``: inside a journaled tool call the server
+    gets the call's idempotency key in the request's ``_meta`` (under
+    ``airflow.apache.org/idempotency-key``), the same on every try, so that a server with side
+    effects can recognise a repeat; outside one the call goes as it is::
+
+        MCPToolset("http://payments:8000/mcp", process_tool_call=send_idempotency_key)
+
+    A ``process_tool_call`` of your own can do the same with ``current_idempotency_key()``.
+    """
+    step = running_step()
+    if step is None or step.kind != "tool":
+        return await call_tool(name, args)
+    return await call_tool(name, args, metadata={MCP_IDEMPOTENCY_KEY_META: step.idempotency_key})
