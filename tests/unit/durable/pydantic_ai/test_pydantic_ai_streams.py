@@ -41,6 +41,10 @@ from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 TOOL_THEN_TEXT = [reply.tool_calls(("weather", {"city": "Paris"}, "call_1")), reply.text("Sunny in Paris today.")]
 
 
+class WorkerDied(BaseException):
+    """The try ends here as if its process were killed: nothing in Pydantic AI or the journal catches it."""
+
+
 class UserCodeFailed(Exception):
     """The task's own code failed after the run: the try fails."""
 
@@ -302,4 +306,69 @@ def test_outside_a_task_run_stream_durably_is_exactly_the_agents_run_stream():
 
     with FakeOpenAIServer([reply.text("Hello.")]) as server:
         assert asyncio.run(streamed(server)) == "Hello."
+    assert _statuses(server) == [(1, 200, True, False)]
+
+
+def test_a_streamed_request_that_would_pass_the_budget_is_not_sent_and_a_replayed_one_costs_nothing():
+    from airflow.providers.common.ai.durable.core.host import current_host
+    from airflow.providers.common.ai.durable.pydantic_ai import UsageBudget
+
+    runs = Counter()
+    storage = InMemoryStorage()
+    budget = UsageBudget(max_requests=2)
+
+    async def streamed(server: FakeOpenAIServer) -> str:
+        async with run_stream_durably(_weather_agent(server, runs), "Weather in Paris?", budget=budget) as result:
+            return await result.get_output()
+
+    with FakeOpenAIServer(TOOL_THEN_TEXT, cut_requests={2: None}) as server:
+        with journal_scope(DurableJournal(storage, host=current_host().for_try(1))), pytest.raises(ModelAPIError):
+            asyncio.run(streamed(server))
+        with (
+            journal_scope(DurableJournal(storage, host=current_host().for_try(2))),
+            pytest.raises(Exception, match=r"the request to model 'gpt-4o' at 1\.3 was not sent") as refused,
+        ):
+            asyncio.run(streamed(server))
+
+    # try 1 streamed two requests (one completed, one cut off); try 2 replayed the first and the
+    # tool call for free, and its first live request was refused before it was sent
+    assert _statuses(server) == [(1, 200, True, False), (2, 200, True, True)]
+    assert runs == {"weather": 1}
+    assert "max_requests=2. Its tries spent 2 (try 1: 2, try 2: 0)." in str(refused.value)
+    assert type(refused.value).__name__ == "AirflowFailException"
+
+
+def test_a_fail_tool_found_in_flight_stops_the_try_as_its_streamed_answer_replays():
+    from airflow.providers.common.ai.durable.pydantic_ai import in_flight
+
+    runs = Counter()
+    tries = Tries()
+
+    def make_agent(server: FakeOpenAIServer) -> Agent:
+        agent = _weather_agent(server, runs)
+
+        @in_flight("fail")
+        @agent.tool_plain
+        def transfer(amount: int) -> str:
+            """Transfer money."""
+            runs["transfer"] += 1
+            raise WorkerDied
+
+        return agent
+
+    def run(server: FakeOpenAIServer):
+        async def streamed() -> str:
+            async with run_stream_durably(make_agent(server), "Send 5.") as result:
+                return await result.get_output()
+
+        return streamed
+
+    script = [reply.tool_calls(("transfer", {"amount": 5}, "call_1")), reply.text("Done.")]
+    with FakeOpenAIServer(script) as server:
+        with pytest.raises(WorkerDied):
+            tries.attempt(run(server))
+        with pytest.raises(Exception, match=r"tool 'transfer' was in flight at 1\.2") as failed:
+            tries.attempt(run(server))
+    assert type(failed.value).__name__ == "AirflowFailException"
+    assert runs == {"transfer": 1}
     assert _statuses(server) == [(1, 200, True, False)]

@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 
 class _DurableModel(WrapperModel):
-    """The model serving one request attempt of a journaled run: its request goes through the journal."""
+    """The model serving one request attempt of a journaled run: its requests, streamed or not, go through the journal."""
 
     def __init__(self, wrapped: Model, durable: DurableCapability) -> None:
         super().__init__(wrapped)
@@ -89,10 +89,10 @@ class _DurableModel(WrapperModel):
 
 @dataclass
 class DurableCapability(AbstractCapability[Any]):
-    """The capability of one journaled run: its model requests and function-tool calls go through ``run``."""
+    """The capability of one journaled run: its model requests and tool calls go through ``run``."""
 
     run: DurableRun
-    #: The in-flight policy of each function tool that names one, by tool name.
+    #: The in-flight policy of each function tool that names one, by tool name (a toolset's are found as the run lists them).
     policies: dict[str, InFlightPolicy]
     #: The run's lines in the task log as its steps complete (R-38).
     progress: ProgressLog = field(default_factory=lambda: ProgressLog(log), init=False, repr=False)
@@ -124,10 +124,9 @@ class DurableCapability(AbstractCapability[Any]):
     def _policy_named(self, name: str) -> InFlightPolicy | None:
         """The in-flight policy of the tool the model calls ``name``; ``None`` if no tool has that name now."""
         origin = self._tool_origins.get(name)
-        found = policy_found(origin, name) if origin is not None else None
-        if found is None and origin is not None:
-            found = self.policies.get(name, in_flight.DEFAULT_POLICY)
-        return found if found is not None else self.policies.get(name)
+        if origin is None:
+            return self.policies.get(name)
+        return policy_found(origin, name) or self.policies.get(name, in_flight.DEFAULT_POLICY)
 
     # --- model requests ---
 
