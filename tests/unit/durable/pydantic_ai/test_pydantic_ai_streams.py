@@ -372,3 +372,13 @@ def test_a_fail_tool_found_in_flight_stops_the_try_as_its_streamed_answer_replay
     assert type(failed.value).__name__ == "AirflowFailException"
     assert runs == {"transfer": 1}
     assert _statuses(server) == [(1, 200, True, False)]
+
+
+@pytest.mark.parametrize("entry_point", [run_stream_durably, iter_durably], ids=["run_stream_durably", "iter_durably"])
+def test_a_streamed_entry_point_refuses_what_is_no_pydantic_ai_agent_at_the_call(entry_point):
+    with pytest.raises(
+        TypeError, match=rf"durable\.pydantic_ai\.{entry_point.__name__} runs a pydantic_ai\.Agent, not str; "
+    ):
+        entry_point("not an agent", "Hi")
+    with pytest.raises(ValueError, match=r"durable_key must be a non-empty string"):
+        entry_point(Agent("test"), "Hi", durable_key=" ")

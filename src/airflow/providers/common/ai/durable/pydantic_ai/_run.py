@@ -23,10 +23,12 @@ from airflow.providers.common.ai.durable.pydantic_ai._agent_run import DurableCa
 from airflow.providers.common.ai.durable.pydantic_ai._tools import policies_of
 
 
-def _checked(agent: Any, durable_key: Any, budget: Any) -> tuple[str | None, UsageBudget | None]:
+def _checked(
+    agent: Any, durable_key: Any, budget: Any, entry_point: str = "run_durably"
+) -> tuple[str | None, UsageBudget | None]:
     if not isinstance(agent, Agent):
         raise TypeError(
-            f"durable.pydantic_ai.run_durably runs a pydantic_ai.Agent, not {type(agent).__name__}; an OpenAI "
+            f"durable.pydantic_ai.{entry_point} runs a pydantic_ai.Agent, not {type(agent).__name__}; an OpenAI "
             "Agents SDK agent runs with airflow.providers.common.ai.durable.openai_agents.run_durably"
         )
     return checked_run_options(durable_key, budget, key_argument="durable_key")
@@ -67,8 +69,8 @@ async def run_durably(
     """
     ``agent.run(user_prompt, **kwargs)``, journaled in the running task instance's journal.
 
-    On a retry the model requests and function-tool calls the failed try completed return their
-    recorded results; the rest run live. Outside an Airflow task it is exactly ``agent.run``.
+    On a retry the model requests and tool calls the failed try completed return their recorded
+    results; the rest run live. Outside an Airflow task it is exactly ``agent.run``.
     With an ``event_stream_handler`` each model request is streamed: a completed stream is
     recorded, and a replayed request hands the handler its recorded answer as events.
 
@@ -121,7 +123,6 @@ async def _opened_durably(
     kwargs: dict[str, Any],
 ) -> AsyncIterator[Any]:
     """What ``open_run(user_prompt, **kwargs)`` (an async context manager of ``agent``) yields, journaled."""
-    _checked(agent, durable_key, budget)
     journal = kept(await asyncio.to_thread(current_journal), keep_journal)
     if journal is None:
         async with open_run(user_prompt, **kwargs) as opened:
@@ -148,6 +149,7 @@ def run_stream_durably(
     (its parts whole, no request sent), and a stream cut off or left before its end runs again.
     Outside an Airflow task it is exactly ``agent.run_stream``.
     """
+    _checked(agent, durable_key, budget, "run_stream_durably")  # refused at the call, before ``async with``
     return _opened_durably(agent.run_stream, agent, user_prompt, durable_key, budget, keep_journal, kwargs)
 
 
@@ -166,4 +168,5 @@ def iter_durably(
     ``agent.iter``; a node streamed with ``node.stream(...)`` is journaled as
     :func:`run_stream_durably` journals a stream. Outside an Airflow task it is exactly ``agent.iter``.
     """
+    _checked(agent, durable_key, budget, "iter_durably")  # refused at the call, before ``async with``
     return _opened_durably(agent.iter, agent, user_prompt, durable_key, budget, keep_journal, kwargs)
