@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip(
@@ -118,3 +120,33 @@ def test_agent_operator_and_task_agent_retry_a_pydantic_ai_agent_replaying_what_
             {"model": 1},
         )
     assert dag_runs.journal_entries(dag_id, run_id, tmp_path) == []
+
+
+def test_a_stream_cut_off_mid_answer_on_try_1_is_streamed_again_on_try_2_after_the_replayed_ones(tmp_path):
+    script = [reply.tool_calls(("weather", {"city": "Paris"}, "call_1")), reply.text("Sunny in Paris.")]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(script, cut_requests={2}) as server:
+        result = run_dag_file(
+            "durable_pydantic_ai_streamed.py",
+            tmp_path,
+            FAKE_OPENAI_BASE_URL=server.base_url,
+            AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH=f"file://{cache}",
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+
+    # try 1 streamed 1 and was cut off in 2; try 2 replayed 1 and the tool call, streamed 2 again, asking the same
+    assert [(r.number, r.streamed, r.cut) for r in server.requests] == [
+        (1, True, False),
+        (2, True, True),
+        (3, True, False),
+    ]
+    assert server.requests[2].body == server.requests[1].body
+    runs = (tmp_path / "tool_runs.txt").read_text().splitlines()
+    assert len(runs) == 1 and runs[0].startswith("weather Paris durable-")
+    # the cut answer's text never completed on try 1; try 2's consumer got all of it
+    assert "".join(json.loads((tmp_path / "try1.json").read_text())) != "Sunny in Paris."
+    assert "".join(json.loads((tmp_path / "try2.json").read_text())) == "Sunny in Paris."
+    assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1)" in output
+    assert "Durable: journal deleted" in output
+    assert_no_journal_left("durable_pydantic_ai_streamed", cache, task_keys=[])

@@ -30,6 +30,7 @@ from agents.version import __version__ as SDK_VERSION
 from mcp_servers import KEY_META, PNG, SERVER, http_server, read_calls, stdio_params, tools_called
 from tries import Task, WorkerDied
 
+from airflow.providers.common.ai.durable.core.adapter import MCP_IDEMPOTENCY_KEY_META
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.openai_agents import (
@@ -40,7 +41,6 @@ from airflow.providers.common.ai.durable.openai_agents import (
     run_durably_streamed,
 )
 from airflow.providers.common.ai.durable.openai_agents._mcp import (
-    IDEMPOTENCY_KEY_META,
     PRIVATE_ATTRIBUTES,
     RECORDED_CUSTOM_DATA,
     restore_custom_data,
@@ -203,7 +203,7 @@ def test_the_idempotency_key_travels_in_meta_beside_the_users_own(stdio):
     task.attempt(agent(first, server), servers=(server,))
 
     calls = read_calls(stdio.calls)
-    assert IDEMPOTENCY_KEY_META == KEY_META
+    assert MCP_IDEMPOTENCY_KEY_META == KEY_META
     assert [c["user_meta"] for c in calls] == ["mine add", "mine add"]
     # The journal's key wins over a resolver that sets the same _meta key.
     assert sorted(c["key"] for c in calls) == sorted(seen)  # the two calls reach the server in any order

@@ -46,7 +46,8 @@ The budget (R-58)
 
 The idempotency key
     A tool reads the key of the call running now with :func:`current_idempotency_key`; an adapter
-    re-exports it from its public module.
+    re-exports it from its public module. An MCP tool call sends it to the server in the request's
+    ``_meta``, under :data:`MCP_IDEMPOTENCY_KEY_META`.
 
 Never
     An adapter never imports another adapter, nor the Airflow binding (``durable/airflow/``): what
@@ -72,6 +73,10 @@ if TYPE_CHECKING:
     from airflow.providers.common.ai.durable.core.journal import DurableJournal
     from airflow.providers.common.ai.durable.core.steps import JournalStep
     from airflow.providers.common.ai.durable.core.usage import ModelUsage
+
+
+#: The ``_meta`` key under which a journaled MCP tool call sends its idempotency key to the server.
+MCP_IDEMPOTENCY_KEY_META = "airflow.apache.org/idempotency-key"
 
 
 def current_idempotency_key() -> str:

@@ -16,11 +16,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.adapter import MCP_IDEMPOTENCY_KEY_META
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.openai_agents._sdk_hooks import Replacement
-
-#: The ``_meta`` key under which a journaled MCP tool call sends its idempotency key to the server.
-IDEMPOTENCY_KEY_META = "airflow.apache.org/idempotency-key"
 
 #: The field of a recorded MCP tool call's result that holds its custom data (a storage name: a
 #: rename is a migration).
@@ -96,7 +94,7 @@ class _JournaledServer:
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
     ) -> Any:
         if self.key is not None and _accepts_meta(self.server.call_tool):
-            meta = {**(meta or {}), IDEMPOTENCY_KEY_META: self.key}
+            meta = {**(meta or {}), MCP_IDEMPOTENCY_KEY_META: self.key}
             result = await self.server.call_tool(tool_name, arguments, meta=meta)
         else:
             # Called as the SDK calls it: a server written before the SDK passed _meta takes none.

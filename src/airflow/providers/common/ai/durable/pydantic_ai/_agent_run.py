@@ -1,10 +1,10 @@
 """
 The Pydantic AI side of one journaled agent run: a capability, added to the run, that wraps the
-model serving each request (a ``WrapperModel`` whose ``request`` goes through the journal) and
-each function-tool execution (``wrap_tool_execute``); calls that wait for an approval go to the
-task's approval desk (``handle_deferred_tool_calls``, ``_approvals``). The user's agent and tools
-are never copied. What it does not journal yet (streamed requests, the calls a streamed answer asks for) runs live,
-named in a log line.
+model serving each request (a ``WrapperModel`` whose ``request`` and ``request_stream`` go through
+the journal) and each tool execution of any toolset (``wrap_tool_execute``); calls that wait for an
+approval go to the task's approval desk (``handle_deferred_tool_calls``, ``_approvals``). The
+user's agent and tools are never copied. A call it cannot tell apart on a retry (two under one id)
+runs live, named in a log line.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.toolsets import AbstractToolset
 
 from airflow.providers.common.ai.durable.core import in_flight
 from airflow.providers.common.ai.durable.core.adapter import (
+    BudgetAdmission,
     admitted_by_budget,
     after_earlier_writes,
     marked_in_flight,
@@ -33,41 +35,40 @@ from airflow.providers.common.ai.durable.core.adapter import (
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.in_flight import InFlightPolicy
-from airflow.providers.common.ai.durable.core.in_flight_calls import (
-    VerifiedCalls,
-    resolve_left_in_flight,
-    resolve_verified_as_the_run_ends,
-    resolved_as_invoked,
-    stop_before_tools,
-)
+from airflow.providers.common.ai.durable.core.in_flight_calls import VerifiedCalls, stop_before_tools
 from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
 from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.core.steps import JournalStep
+from airflow.providers.common.ai.durable.core.usage import ModelUsage
 from airflow.providers.common.ai.durable.pydantic_ai._approvals import (
     answered_approvals,
     approved_call_step,
     record_asked_for_approval,
     replayed_request_for_approval,
 )
+from airflow.providers.common.ai.durable.pydantic_ai._in_flight import (
+    output_without_running,
+    resolve_left_in_flight,
+    resolve_verified_as_the_run_ends,
+)
 from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
+    asked_by,
+    call_arguments,
     described_request,
     recorded_answer,
     replayed_answer,
     usage_of,
 )
 from airflow.providers.common.ai.durable.pydantic_ai._tools import why_not_recordable
+from airflow.providers.common.ai.durable.pydantic_ai._toolsets import ToolsOffered, policy_found
 
 log = logging.getLogger(__name__)
 
 
-def _arguments(call: ToolCallPart) -> str:
-    return call.args if isinstance(call.args, str) else call.args_as_json_str()
-
-
 class _DurableModel(WrapperModel):
-    """The model serving one request attempt of a journaled run: its request goes through the journal."""
+    """The model serving one request attempt of a journaled run: its requests, streamed or not, go through the journal."""
 
     def __init__(self, wrapped: Model, durable: DurableCapability) -> None:
         super().__init__(wrapped)
@@ -89,23 +90,18 @@ class _DurableModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: Any = None,
     ) -> AsyncIterator[StreamedResponse]:
-        log.info(
-            "Durable: a streamed request to model %r runs live, not journaled (streamed requests are not "
-            "journaled yet), and so do the tool calls its answer asks for",
-            self.wrapped.model_name,
-        )
-        async with self.wrapped.request_stream(
-            messages, model_settings, model_request_parameters, run_context
+        async with self.durable.streamed_response(
+            self.wrapped, messages, model_settings, model_request_parameters, run_context
         ) as streamed:
             yield streamed
 
 
 @dataclass
 class DurableCapability(AbstractCapability[Any]):
-    """The capability of one journaled run: its model requests and function-tool calls go through ``run``."""
+    """The capability of one journaled run: its model requests and tool calls go through ``run``."""
 
     run: DurableRun
-    #: The in-flight policy of each function tool that names one, by tool name.
+    #: The in-flight policy of each function tool that names one, by tool name (a toolset's are found as the run lists them).
     policies: dict[str, InFlightPolicy]
     #: The run's lines in the task log as its steps complete (R-38).
     progress: ProgressLog = field(default_factory=lambda: ProgressLog(log), init=False, repr=False)
@@ -119,9 +115,14 @@ class DurableCapability(AbstractCapability[Any]):
     _verified: VerifiedCalls = field(default_factory=dict, init=False, repr=False)
     # Calls that raised ApprovalRequired themselves: once approved, they run again at a step of their own.
     _asked_for_approval: set[str] = field(default_factory=set, init=False, repr=False)
+    # The toolset each tool offered to the model comes from, by name, where its policy is found.
+    _tool_origins: dict[str, AbstractToolset[Any]] = field(default_factory=dict, init=False, repr=False)
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         return None if isinstance(model, _DurableModel) else _DurableModel(model, self)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return ToolsOffered(toolset, self._tool_origins)
 
     def _is_inside_a_call(self) -> bool:
         # A request made while one of this run's tools runs belongs to that tool's call.
@@ -129,7 +130,14 @@ class DurableCapability(AbstractCapability[Any]):
         return step is not None and step.run is self.run
 
     def _policy(self, name: str) -> InFlightPolicy:
-        return self.policies.get(name, in_flight.DEFAULT_POLICY)
+        return self._policy_named(name) or in_flight.DEFAULT_POLICY
+
+    def _policy_named(self, name: str) -> InFlightPolicy | None:
+        """The in-flight policy of the tool the model calls ``name``; ``None`` if no tool has that name now."""
+        origin = self._tool_origins.get(name)
+        if origin is None:
+            return self.policies.get(name)
+        return policy_found(origin, name) or self.policies.get(name, in_flight.DEFAULT_POLICY)
 
     # --- model requests ---
 
@@ -184,24 +192,34 @@ class DurableCapability(AbstractCapability[Any]):
         parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """Send the request, inside the task's budget, and record its answer."""
-        self.progress.flush()
-        stop = await resolve_left_in_flight(
-            self.run, lambda name: self.policies.get(name, in_flight.DEFAULT_POLICY), lambda call: None, self._verified
-        )
-        if stop is not None:
-            raise stop
-        await after_earlier_writes(step)
-        max_tokens = (settings or {}).get("max_tokens")
-        admission = await admitted_by_budget(
-            self.run.journal, step.name, step.key, max_tokens if isinstance(max_tokens, int) else None
-        )
+        admission = await self._admitted(step, settings)
         try:
             response = await model.request(messages, settings, parameters)
         except BaseException as error:
             settled(admission, None)
-            self._failed_model_step = step
-            step.attempt_failed(error)
+            self._request_failed(step, error)
             raise
+        settled(admission, self._recorded(step, response))
+        return response
+
+    async def _admitted(self, step: JournalStep, settings: Any) -> BudgetAdmission | None:
+        """What must hold before a live request is sent: calls left in flight resolved, writes stored, the budget."""
+        self.progress.flush()
+        await resolve_left_in_flight(self.run, self._policy_named, self._verified)
+        await after_earlier_writes(step)
+        max_tokens = (settings or {}).get("max_tokens")
+        return await admitted_by_budget(
+            self.run.journal, step.name, step.key, max_tokens if isinstance(max_tokens, int) else None
+        )
+
+    def _request_failed(self, step: JournalStep, error: BaseException) -> None:
+        # A request Pydantic AI or a capability sends again in this try keeps its position.
+        self._failed_model_step = step
+        step.attempt_failed(error)
+
+    @staticmethod
+    def _recorded(step: JournalStep, response: ModelResponse) -> ModelUsage:
+        """Record a live answer; what it used."""
         used = step.used(usage_of(step.name, response.usage))
         try:
             recorded = recorded_answer(response)
@@ -209,8 +227,54 @@ class DurableCapability(AbstractCapability[Any]):
             step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
         else:
             step.record(recorded)
-        settled(admission, used)
-        return response
+        return used
+
+    # --- streamed model requests ---
+
+    @asynccontextmanager
+    async def streamed_response(
+        self,
+        model: Model,
+        messages: list[ModelMessage],
+        settings: Any,
+        parameters: ModelRequestParameters,
+        run_context: Any,
+    ) -> AsyncIterator[StreamedResponse]:
+        """
+        A streamed model request: a replayed one is its recorded answer as a stream of the events
+        that build it (no request is sent); a live one is recorded when its stream ends complete,
+        before the tools its answer asks for run. A stream cut off, or left before its end, is not
+        recorded: the request runs again on the next try.
+        """
+        if self._is_inside_a_call():
+            async with model.request_stream(messages, settings, parameters, run_context) as streamed:
+                yield streamed
+            return
+        step = self._model_step(model.model_name, messages, settings, parameters)
+        response = self._replayed(step) if step.replayed else None
+        if response is not None:
+            step.handed_out()
+            self.progress.step_done(step)
+            self._claim_tool_calls(response, parameters)
+            yield CompletedStreamedResponse(response, model_request_parameters=parameters, replay_events=True)
+            return
+        admission = await self._admitted(step, settings)
+        used: ModelUsage | None = None
+        try:
+            async with model.request_stream(messages, settings, parameters, run_context) as streamed:
+                yield streamed
+            response = streamed.get()
+            if response.state != "complete":
+                step.fail(f"its stream ended {response.state}, before the whole answer arrived")
+                return
+            used = self._recorded(step, response)
+        except BaseException as error:
+            self._request_failed(step, error)
+            raise
+        finally:
+            settled(admission, used)
+        self.progress.step_done(step)
+        self._claim_tool_calls(response, parameters)
 
     def _claim_tool_calls(self, response: ModelResponse, parameters: ModelRequestParameters) -> None:
         """Claim the function-tool calls of an answer in the order the model listed them."""
@@ -223,14 +287,11 @@ class DurableCapability(AbstractCapability[Any]):
         for call in calls:
             if call.tool_call_id in repeated:
                 continue
-            arguments = _arguments(call)
+            arguments = call_arguments(call)
             step = self.run.claim(
                 "tool",
                 call.tool_name,
-                fingerprint(
-                    {"name": call.tool_name, "arguments": arguments, "call_id": call.tool_call_id},
-                    what=f"tool {call.tool_name!r}",
-                ),
+                fingerprint(asked_by(call), what=f"tool {call.tool_name!r}"),
                 parts=tool_call_parts(call.tool_name, arguments, call.tool_call_id),
                 # Pydantic AI may not make a call it was asked for (the run ended first).
                 counted_when_handed_out=True,
@@ -240,7 +301,7 @@ class DurableCapability(AbstractCapability[Any]):
             claimed = self._tool_steps.get(call.tool_call_id)
             if claimed is not None and claimed.interrupted:
                 policy = self._policy(call.tool_name).policy
-                stop = stop_before_tools(claimed, policy, _arguments(call), self._resolved_outputs)
+                stop = stop_before_tools(claimed, policy, call_arguments(call), self._resolved_outputs)
                 if stop is not None:
                     raise stop
 
@@ -254,8 +315,8 @@ class DurableCapability(AbstractCapability[Any]):
         if step is None:
             if not self._is_inside_a_call():
                 log.info(
-                    "Durable: tool %r (%s) runs live, not journaled: only function tools of a non-streamed "
-                    "answer are journaled yet",
+                    "Durable: tool %r (%s) runs live, not journaled: a retry could not tell its call apart "
+                    "(another call of the answer has its id) or its kind is not journaled",
                     call.tool_name,
                     getattr(tool_def, "kind", "tool"),
                 )
@@ -269,12 +330,13 @@ class DurableCapability(AbstractCapability[Any]):
             return step.result.get("output") if isinstance(step.result, dict) else step.result
         self.progress.flush()
         policy = self._policy(call.tool_name)
-        if step.interrupted:
-            happened = await resolved_as_invoked(step, policy, _arguments(call), self._resolved_outputs)
-            if happened is not None:
-                step.record({"output": happened.output}, ran=False)
-                self.progress.step_done(step)
-                return happened.output
+        await resolve_left_in_flight(self.run, self._policy_named, self._verified)
+        happened = await output_without_running(
+            step, policy, call_arguments(call), self._resolved_outputs, self._verified
+        )
+        if happened is not None:
+            self.progress.step_done(step)
+            return happened.output
         await marked_in_flight(step, policy.policy)
         try:
             with step.running():
@@ -307,7 +369,7 @@ class DurableCapability(AbstractCapability[Any]):
     def ended(self) -> None:
         """The run ended: the replayed steps not logged yet are, and the calls left in flight it verified resolved."""
         self.progress.flush()
-        resolve_verified_as_the_run_ends(self._verified, lambda call, output: None)
+        resolve_verified_as_the_run_ends(self._verified)
 
     def discard_last_answer(self, error: BaseException) -> None:
         """After a failure caused by the model's answers, make the next try ask the model again."""

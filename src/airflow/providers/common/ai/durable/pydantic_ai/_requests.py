@@ -1,6 +1,6 @@
 """
-What a Pydantic AI model request asks, as its fingerprint sees it, and its answer as the journal
-stores it: what every try builds anew (timestamps, run and conversation ids, the usage a replayed
+What a Pydantic AI model request asks, as its fingerprint sees it, its answer as the journal
+stores it, and what each tool call of the answer asks: what every try builds anew (timestamps, run and conversation ids, the usage a replayed
 answer reports) is left out, so a retry that asks the same matches.
 """
 
@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.usage import RequestUsage
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -76,6 +76,16 @@ def described_request(
         }
     except (PydanticSerializationError, TypeError, ValueError) as error:
         raise NotDescribable(f"{type(error).__name__}: {error}") from error
+
+
+def call_arguments(call: ToolCallPart) -> str:
+    """The arguments of a tool call an answer asks for, as the model wrote them (JSON text)."""
+    return call.args if isinstance(call.args, str) else call.args_as_json_str()
+
+
+def asked_by(call: ToolCallPart) -> dict[str, Any]:
+    """What a tool call an answer asks for asks, as its step's fingerprint sees it."""
+    return {"name": call.tool_name, "arguments": call_arguments(call), "call_id": call.tool_call_id}
 
 
 def recorded_answer(response: ModelResponse) -> Any:

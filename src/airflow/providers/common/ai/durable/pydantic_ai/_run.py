@@ -1,14 +1,15 @@
 """
-The journaled runs of a Pydantic AI agent, :func:`run_durably` and :func:`run_durably_sync`: the
-running task's journal (the core's ``current_journal``), one journal run per agent run, and the
-run's capability (``_agent_run``) added first to the run's capabilities.
+The journaled runs of a Pydantic AI agent, :func:`run_durably` and :func:`run_durably_sync`, and
+the streamed ones, :func:`run_stream_durably` and :func:`iter_durably`: the running task's journal
+(the core's ``current_journal``), one journal run per agent run, and the run's capability
+(``_agent_run``) added first to the run's capabilities.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from pydantic_ai import Agent
@@ -22,10 +23,12 @@ from airflow.providers.common.ai.durable.pydantic_ai._agent_run import DurableCa
 from airflow.providers.common.ai.durable.pydantic_ai._tools import policies_of
 
 
-def _checked(agent: Any, durable_key: Any, budget: Any) -> tuple[str | None, UsageBudget | None]:
+def _checked(
+    agent: Any, durable_key: Any, budget: Any, entry_point: str = "run_durably"
+) -> tuple[str | None, UsageBudget | None]:
     if not isinstance(agent, Agent):
         raise TypeError(
-            f"durable.pydantic_ai.run_durably runs a pydantic_ai.Agent, not {type(agent).__name__}; an OpenAI "
+            f"durable.pydantic_ai.{entry_point} runs a pydantic_ai.Agent, not {type(agent).__name__}; an OpenAI "
             "Agents SDK agent runs with airflow.providers.common.ai.durable.openai_agents.run_durably"
         )
     return checked_run_options(durable_key, budget, key_argument="durable_key")
@@ -66,10 +69,10 @@ async def run_durably(
     """
     ``agent.run(user_prompt, **kwargs)``, journaled in the running task instance's journal.
 
-    On a retry the model requests and function-tool calls the failed try completed return their
-    recorded results; the rest run live. Outside an Airflow task it is exactly ``agent.run``.
-    Streamed requests (an ``event_stream_handler``) and the tool calls they ask for run live on
-    every try, said in the log.
+    On a retry the model requests and tool calls the failed try completed return their recorded
+    results; the rest run live. Outside an Airflow task it is exactly ``agent.run``.
+    With an ``event_stream_handler`` each model request is streamed: a completed stream is
+    recorded, and a replayed request hands the handler its recorded answer as events.
 
     ``durable_key`` names a run on every try, to tell apart runs that ask the same and start
     concurrently. ``budget``: a :class:`UsageBudget` over all tries of the task instance, shared by
@@ -107,3 +110,63 @@ def run_durably_sync(
         return agent.run_sync(user_prompt, **kwargs)
     with _journaled(journal, agent, kwargs, durable_key, budget) as journaled_kwargs:
         return agent.run_sync(user_prompt, **journaled_kwargs)
+
+
+@contextlib.asynccontextmanager
+async def _opened_durably(
+    open_run: Callable[..., Any],
+    agent: Agent[Any, Any],
+    user_prompt: Any,
+    durable_key: str | None,
+    budget: UsageBudget | None,
+    keep_journal: bool | None,
+    kwargs: dict[str, Any],
+) -> AsyncIterator[Any]:
+    """What ``open_run(user_prompt, **kwargs)`` (an async context manager of ``agent``) yields, journaled."""
+    journal = kept(await asyncio.to_thread(current_journal), keep_journal)
+    if journal is None:
+        async with open_run(user_prompt, **kwargs) as opened:
+            yield opened
+        return
+    with _journaled(journal, agent, kwargs, durable_key, budget) as journaled_kwargs:
+        async with open_run(user_prompt, **journaled_kwargs) as opened:
+            yield opened
+
+
+def run_stream_durably(
+    agent: Agent[Any, Any],
+    user_prompt: Any = None,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
+    **kwargs: Any,
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """
+    ``agent.run_stream(user_prompt, **kwargs)``, journaled as :func:`run_durably` is: use it as
+    ``async with run_stream_durably(agent, prompt) as result:``. Each model request's answer is
+    recorded once its stream ends complete; on a retry a recorded answer streams from the journal
+    (its parts whole, no request sent), and a stream cut off or left before its end runs again.
+    Outside an Airflow task it is exactly ``agent.run_stream``.
+    """
+    _checked(agent, durable_key, budget, "run_stream_durably")  # refused at the call, before ``async with``
+    return _opened_durably(agent.run_stream, agent, user_prompt, durable_key, budget, keep_journal, kwargs)
+
+
+def iter_durably(
+    agent: Agent[Any, Any],
+    user_prompt: Any = None,
+    *,
+    durable_key: str | None = None,
+    budget: UsageBudget | None = None,
+    keep_journal: bool | None = None,
+    **kwargs: Any,
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """
+    ``agent.iter(user_prompt, **kwargs)``, journaled as :func:`run_durably` is: use it as
+    ``async with iter_durably(agent, prompt) as agent_run:``, and drive its nodes as with
+    ``agent.iter``; a node streamed with ``node.stream(...)`` is journaled as
+    :func:`run_stream_durably` journals a stream. Outside an Airflow task it is exactly ``agent.iter``.
+    """
+    _checked(agent, durable_key, budget, "iter_durably")  # refused at the call, before ``async with``
+    return _opened_durably(agent.iter, agent, user_prompt, durable_key, budget, keep_journal, kwargs)

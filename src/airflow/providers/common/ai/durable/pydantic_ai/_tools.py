@@ -1,13 +1,13 @@
 """
-Function tools of a journaled Pydantic AI run: the in-flight policy a tool names (:func:`in_flight`,
-attached with the core's ``attach_policy``), the policies of an agent's tools, and the tool outputs
-a replay can hand back unchanged.
+Tools of a journaled Pydantic AI run: the in-flight policy a tool or a toolset names
+(:func:`in_flight`, attached with the core's ``attach_policy``), the policies of an agent's function
+tools, and the tool outputs a replay can hand back unchanged.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic_ai import Tool
@@ -30,6 +30,7 @@ def in_flight(
     *,
     verify: Callable[[str, Any], Verified | Awaitable[Verified]] | None = None,
     safe_to_repeat: bool = False,
+    tools: Mapping[str, InFlightPolicy] | None = None,
 ) -> _ToolPolicy:
     """
     What a retry does with a call of a tool that was in flight when a try died (R-56): ``"rerun"``
@@ -40,21 +41,32 @@ def in_flight(
     for a person runs the agent; else the task fails at the call) or ``"fail"`` (the task fails
     for good, the journal kept).
 
-    Put it above ``@agent.tool`` / ``@agent.tool_plain`` (or apply it to a ``Tool``)::
+    Put it above ``@agent.tool`` / ``@agent.tool_plain`` (or apply it to a ``Tool``), or apply it
+    to a toolset (an MCP server, a toolset of your own), whose ``tools`` map names of its tools to
+    policies of their own; a tool function's own policy wins over its toolset's::
 
         @in_flight("verify", verify=refund_issued)
         @agent.tool_plain
         def issue_refund(order_id: str, amount: float) -> str: ...
+
+
+        payments = in_flight("fail", tools={"get_balance": in_flight(safe_to_repeat=True)})(payments_toolset)
     """
-    return _ToolPolicy(policy, verify, safe_to_repeat)
+    return _ToolPolicy(policy, verify, safe_to_repeat, tools or {})
 
 
 class _ToolPolicy(InFlightPolicy):
-    """An in-flight policy that attaches itself to a tool function or a ``Tool``."""
+    """An in-flight policy that attaches itself to a tool function, a ``Tool`` or a toolset."""
 
     def __call__(self, target: Any) -> Any:
+        if isinstance(target, AbstractToolset):
+            return attach_policy(target, self)
+        if self.tools:
+            raise TypeError("in_flight(..., tools=...) applies to a toolset; a tool function takes a policy alone")
         if not (isinstance(target, Tool) or callable(target)):
-            raise TypeError(f"in_flight(...) applies to a tool function or a Tool, not {type(target).__name__}")
+            raise TypeError(
+                f"in_flight(...) applies to a tool function, a Tool or a toolset, not {type(target).__name__}"
+            )
         attach_policy(target.function if isinstance(target, Tool) else target, self)
         return target
 
