@@ -130,19 +130,15 @@ def test_run_durably_in_a_task_journals_to_s3_through_the_connection_in_the_path
         assert "Durable: replayed 2 (model 1, tool 1), ran live 1 (model 1), could not record 0" in try_2
         assert "Durable: journal deleted" in try_2
 
-        # Nothing was in the bucket when try 1 started; try 1 left its two steps and the run's
-        # snapshot there, under the task instance's folder; after success they are gone.
+        # Nothing was in the bucket when try 1 started; try 1 left its two steps there, in one
+        # segment under the task instance's folder; after success it is gone.
         assert [
             key for key in json.loads((tmp_path / f"{task_id}.try1.json").read_text()) if not is_try_summary(key)
         ] == []
         folder = f"airflow/durable/{task_instance_folder('durable_s3_cache_path', run_id, task_id, -1)}"
-        # The try summary try 1 left beside the journal (for the journal page) is not a step; the
-        # run's snapshot (0.1), which try 2 replayed from, holds both steps again.
+        # The try summary try 1 left beside the journal (for the journal page) is not a step; its
+        # one segment, which try 2 replayed from, holds both steps.
         found = json.loads((tmp_path / f"{task_id}.try2.json").read_text())
-        assert [key for key in found if not is_try_summary(key)] == [
-            f"{folder}/0.1.json",
-            f"{folder}/1.1.json",
-            f"{folder}/1.2.json",
-        ]
+        assert [key for key in found if not is_try_summary(key)] == [f"{folder}/segment-1.json"]
     # Only the try summaries, kept on purpose for the journal page, stay in the bucket.
     assert [key for key in bucket_keys(s3_endpoint) if not is_try_summary(key)] == []
