@@ -415,6 +415,39 @@ def test_a_pydantic_ai_agent_waits_for_a_person_asked_with_the_approval_options_
 
 
 @needs_human_in_the_loop
+def test_task_agent_waits_for_a_person_with_a_pydantic_ai_agent_and_its_resume_writes_the_prompt_again(
+    human_in_the_loop,
+):
+    from airflow.providers.common.compat.sdk import DAG, task
+
+    runs: Counter[str] = Counter()
+    written: list[str] = []
+    tries = ApprovalTries()
+    with FakeOpenAIServer([LOOKUP, REFUND, reply.text("Refunded 40 EUR.")]) as server:
+
+        @task.agent(agent=lambda: support_agent(server, runs), durable=True, retries=1, assigned_users={"id": "ada"})
+        def refund(order_id: str) -> str:
+            written.append(order_id)
+            return f"Order {order_id} was charged twice."
+
+        with DAG("decorated_approval", schedule=None, start_date=datetime.datetime(2026, 1, 1)) as dag:
+            refund("O-77")
+        op = dag.get_task("refund")
+        deferred = tries.start(op)
+        assert (len(server.requests), runs) == (2, {"lookup_order": 1})
+        assert human_in_the_loop.requests[0]["assigned_users"] == [{"id": "ada"}]
+
+        human_in_the_loop.answer = ("Approve", "ada")
+        assert tries.resume(op, deferred) == "Refunded 40 EUR."
+
+    assert written == ["O-77", "O-77"]
+    assert len(server.requests) == 3
+    assert server.requests[0].body["messages"][-1]["content"] == "Order O-77 was charged twice."
+    assert tool_outputs(server.requests[2].body) == ["O-77: charged twice", "refunded 40 EUR on O-77"]
+    assert runs == {"lookup_order": 1, "issue_refund": 1}
+
+
+@needs_human_in_the_loop
 def test_a_response_timeout_takes_the_default_rejection_and_the_refund_never_runs(human_in_the_loop):
     runs: Counter[str] = Counter()
     tries = ApprovalTries()
