@@ -79,13 +79,14 @@ class AgentOperator(BaseOperator):
     :param keep_journal: keep the journal when the task instance succeeds (archived, to export,
         replay in a test or fork; docs/fixtures.rst), or not, over ``[common.ai] keep_journals``.
 
-    With ``durable=True``, a tool call that needs approval (``needs_approval``; of a Pydantic AI agent,
-    ``requires_approval=True`` or ``ApprovalRequired``), or a call found in flight on a retry whose
-    tool's policy is ``in_flight("ask")``, creates an Airflow human-in-the-loop request (subject: agent and tool; body: the masked arguments;
-    options Approve and Reject) and the task defers to the triggerer until a person answers
-    (run a triggerer). The task then resumes: the calls before the approval replay, the approved
-    tool runs once, and the decision is recorded, so a later retry never asks again; a try that
-    fails before it took a given answer leaves it to the next try (see the approvals docs).
+    With ``durable=True``, a tool call that needs approval (``needs_approval``; of a Pydantic AI
+    agent, ``requires_approval=True`` or ``ApprovalRequired``), or a call found in flight on a retry
+    whose tool's policy is ``in_flight("ask")``, creates an Airflow human-in-the-loop request
+    (subject: agent and tool; body: the masked arguments; options Approve and Reject) and the task
+    defers to the triggerer until a person answers (run a triggerer). The task then resumes: the
+    calls before the approval replay, the approved tool runs once, and the decision is recorded, so
+    a later retry never asks again; a try that fails before it took a given answer leaves it to the
+    next try (see the approvals docs).
 
     A Pydantic AI agent runs with ``agent.run_sync(prompt)``, or with ``durable=True`` with
     ``durable.pydantic_ai.run_durably_sync``; ``budget``, ``keep_journal`` and the approval options
@@ -97,7 +98,8 @@ class AgentOperator(BaseOperator):
     empty prompt, ``max_turns`` below 1, ``openai_conn_id`` together with a ``run_config``
     that brings its own model provider, a ``budget`` without ``durable=True``, a Pydantic AI agent
     with an option of the OpenAI Agents SDK, or without the extra ``[pydantic-ai]`` (an agent
-    function's Pydantic AI agent: when the task starts).
+    function's Pydantic AI agent: when the task starts), and on an Airflow line without
+    human-in-the-loop (before 3.2) an approval option or a tool that needs approval.
     """
 
     template_fields: Sequence[str] = ("prompt", "openai_conn_id")
