@@ -4,16 +4,14 @@ tests/system/test_pydantic_ai_approvals_in_airflow.py: ``durable_pydantic_ai_app
 order with a ``requires_approval=True`` tool; ``durable_pydantic_ai_in_flight_ask`` refunds with a
 tool whose in-flight policy is ``ask``, and on try 1 waits in the refund to be killed.
 
-The agents run in ``PydanticAIAgentTask``, which runs a Pydantic AI agent as ``AgentOperator`` runs
-an OpenAI Agents SDK one when it is durable: inside the task's approval desk, waiting for a person's
-answer and resuming with it. Each tool notes each real run in
+The agents run in ``AgentOperator(durable=True)``, built by a function in the worker at the start of
+each try (the DAG parses without Pydantic AI). Each tool notes each real run in
 DURABLE_TEST_OUT/approval_tool_calls.jsonl; ``close_ticket`` fails on the task's first try when its
 note says so, to fail a try after an approval.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -21,9 +19,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseOperator, dag, get_current_context
+from airflow.providers.common.compat.sdk import dag, get_current_context
 
 from airflow.providers.common.ai.durable.core.scope import current_journal
+from airflow.providers.common.ai.operators.agent import AgentOperator
 
 TASK = "handle_ticket"
 
@@ -98,59 +97,12 @@ def refund_agent() -> Any:
     return agent
 
 
-class PydanticAIAgentTask(BaseOperator):
-    """Runs a Pydantic AI agent durably; a tool call a person must answer makes the task wait for the answer."""
-
-    def __init__(self, *, agent: Any, prompt: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.agent, self.prompt = agent, prompt
-        self._answer: Any = None
-        self._not_before: datetime | None = None
-
-    def execute_complete(
-        self,
-        context: Any,
-        event: dict[str, Any],
-        step_key: str | None = None,
-        fingerprint: str | None = None,
-        not_before: datetime | None = None,
-    ) -> Any:
-        from airflow.providers.common.ai.durable.airflow.approvals import resumed_with
-
-        self._answer = resumed_with(context, event, step_key, fingerprint, method_name="execute_complete")
-        self._not_before = not_before
-        return self.execute(context)
-
-    def execute(self, context: Any) -> Any:
-        from airflow.providers.common.ai.durable.airflow.approvals import going_on_at, wait_for_answer
-        from airflow.providers.common.ai.durable.core.approvals import AwaitingAnswer, answering_approvals
-        from airflow.providers.common.ai.durable.pydantic_ai import run_durably_sync
-
-        result = None
-        with (
-            answering_approvals(self._answer, going_on_at(self._not_before)) as desk,
-            contextlib.suppress(AwaitingAnswer),
-        ):
-            result = run_durably_sync(self.agent(), self.prompt)
-        if result is None:
-            wait_for_answer(
-                self,
-                context,
-                desk,
-                method_name="execute_complete",
-                assigned_users=None,
-                response_timeout=None,
-                defaults=None,
-                notifiers=[],
-            )
-        return result.output
-
-
 @dag(dag_id="durable_pydantic_ai_approval", schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def durable_pydantic_ai_approval():
-    PydanticAIAgentTask(
+    AgentOperator(
         task_id=TASK,
         agent=support_agent,
+        durable=True,
         prompt="Order O-77 was charged twice: refund the second payment, then close the ticket.",
         retries=1,
         retry_delay=timedelta(seconds=0),
@@ -159,9 +111,10 @@ def durable_pydantic_ai_approval():
 
 @dag(dag_id="durable_pydantic_ai_in_flight_ask", schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def durable_pydantic_ai_in_flight_ask():
-    PydanticAIAgentTask(
+    AgentOperator(
         task_id=TASK,
         agent=refund_agent,
+        durable=True,
         prompt="Refund the second payment of order O-5.",
         retries=1,
         retry_delay=timedelta(seconds=0),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
+from collections import Counter
 
 import pytest
 import structlog
@@ -18,7 +20,7 @@ pytest.importorskip(
 
 from openai import AsyncOpenAI
 from pydantic import BaseModel
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, ToolDenied
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -29,6 +31,7 @@ from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
 
 
 class Forecast(BaseModel):
@@ -202,10 +205,6 @@ def test_a_budget_is_checked_before_each_live_request_of_a_pydantic_ai_agent():
         ("run_config", None, "give the model and its settings to the Pydantic AI Agent itself"),
         ("openai_conn_id", "openai_default", "give the Pydantic AI Agent a model whose provider has the key"),
         ("max_turns", 3, r"limit its requests with budget=UsageBudget\(max_requests=\.\.\.\) and durable=True"),
-        ("assigned_users", {"id": "ada"}, "approvals of a Pydantic AI agent's tool calls are not built yet"),
-        ("response_timeout", datetime.timedelta(hours=1), "approvals of a Pydantic AI agent's tool calls"),
-        ("defaults", "Reject", "approvals of a Pydantic AI agent's tool calls"),
-        ("notifiers", [lambda context: None], "approvals of a Pydantic AI agent's tool calls"),
     ],
 )
 def test_an_option_of_the_openai_agents_sdk_is_refused_with_a_pydantic_ai_agent_when_the_dag_is_parsed(
@@ -234,3 +233,319 @@ def test_an_agent_function_returning_a_pydantic_ai_agent_with_such_an_option_fai
 def test_a_budget_without_durable_is_refused_for_a_pydantic_ai_agent_too():
     with pytest.raises(ValueError, match="a budget counts what every try spent, which the journal keeps"):
         AgentOperator(task_id="t", prompt="p", agent=Agent("test"), budget=UsageBudget(max_requests=3))
+
+
+# Approvals (R-39..R-41): the operator waits for a person for a Pydantic AI agent as for an OpenAI
+# Agents SDK one, with the same options. Each execution (the try, its resume after the answer) gets
+# a fresh journal over the task instance's storage, as a new worker does.
+
+needs_human_in_the_loop = pytest.mark.skipif(not AIRFLOW_V_3_2_PLUS, reason="approvals need Airflow 3.2+")
+
+LOOKUP = reply.tool_calls(("lookup_order", {"order_id": "O-77"}, "call_lookup"))
+REFUND = reply.tool_calls(("issue_refund", {"order_id": "O-77", "amount_eur": 40}, "call_refund"))
+
+
+def support_agent(server: FakeOpenAIServer, runs: Counter[str], **kwargs) -> Agent:
+    """Looks up an order, then refunds it: a person approves each refund."""
+    client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    agent = Agent(OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client)), name="support", **kwargs)
+
+    @agent.tool_plain
+    def lookup_order(order_id: str) -> str:
+        """Look up an order."""
+        runs["lookup_order"] += 1
+        return f"{order_id}: charged twice"
+
+    @agent.tool_plain(requires_approval=True)
+    def issue_refund(order_id: str, amount_eur: int) -> str:
+        """Refund an order."""
+        runs["issue_refund"] += 1
+        return f"refunded {amount_eur} EUR on {order_id}"
+
+    return agent
+
+
+def tool_outputs(body: dict) -> list[str]:
+    return [message["content"] for message in body["messages"] if message.get("role") == "tool"]
+
+
+class TaskInstance(PushedXComs):
+    """A running task instance as far as the operator and its approvals use it."""
+
+    dag_id, run_id, task_id, map_index, try_number, id = "payments", "manual", "t", -1, 1, "ti-1"
+
+
+class HumanInTheLoop:
+    """
+    Airflow's human-in-the-loop as the task and its trigger reach it: the requests the task made,
+    a person's answer once given (none until then), and the default the trigger takes at a timeout.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.answer: tuple[str, str] | None = None
+        self.defaults_taken: list[list[str]] = []
+
+    def upsert(self, **request: object) -> None:
+        self.requests.append(request)
+
+    def look_up(self, ti_id: str):
+        from airflow.sdk.api.datamodels._generated import HITLDetailResponse, HITLUser
+        from airflow.sdk.timezone import utcnow
+
+        if self.answer is None:
+            return HITLDetailResponse(response_received=False, responded_at=None, chosen_options=None, params_input={})
+        option, who = self.answer
+        return HITLDetailResponse(
+            response_received=True,
+            responded_by_user=HITLUser(id=who, name=who.title()),
+            responded_at=utcnow(),
+            chosen_options=[option],
+            params_input={},
+        )
+
+    def take_default(self, ti_id: str, chosen_options: list[str], params_input: dict):
+        from types import SimpleNamespace
+
+        from airflow.sdk.timezone import utcnow
+
+        self.defaults_taken.append(chosen_options)
+        return SimpleNamespace(responded_at=utcnow())
+
+
+@pytest.fixture
+def human_in_the_loop(monkeypatch) -> HumanInTheLoop:
+    import airflow.providers.standard.triggers.hitl as hitl_trigger
+    import airflow.sdk.execution_time.hitl as hitl
+
+    import airflow.providers.common.ai.durable.airflow.approval_trigger as approval_trigger
+
+    person = HumanInTheLoop()
+    monkeypatch.setattr(hitl, "upsert_hitl_detail", person.upsert)
+    for module in (hitl_trigger, approval_trigger):
+        monkeypatch.setattr(module, "get_hitl_detail_content_detail", person.look_up)
+    monkeypatch.setattr(hitl_trigger, "update_hitl_detail_response", person.take_default)
+    # The resumed try acts on the answer at once, not approval_resume_delay (15 s) after it deferred.
+    monkeypatch.setenv("AIRFLOW__COMMON_AI__APPROVAL_RESUME_DELAY", "0")
+    return person
+
+
+class ApprovalTries(Tries):
+    """The executions of one task instance: its try, which defers for an answer, and the resumes after one."""
+
+    def start(self, op: AgentOperator):
+        """The try, which stops for a person: how it deferred."""
+        from airflow.providers.common.compat.sdk import TaskDeferred
+
+        self.ti = TaskInstance()
+        with journal_scope(DurableJournal(self.storage)), pytest.raises(TaskDeferred) as deferred:
+            op.execute({"ti": self.ti, "task_instance": self.ti})
+        return deferred.value
+
+    def resume(self, op: AgentOperator, deferred):
+        """What the trigger hands back (the answer, or the timeout), and the task resumed with it."""
+        import asyncio
+
+        event = asyncio.run(anext(deferred.trigger.run()))
+        self.ti = TaskInstance()
+        with journal_scope(DurableJournal(self.storage)):
+            return getattr(op, deferred.method_name)(
+                {"ti": self.ti, "task_instance": self.ti}, event.payload, **deferred.kwargs
+            )
+
+
+def passed(moment: datetime.datetime) -> None:
+    """Wait until ``moment`` has passed."""
+    from airflow.sdk.timezone import utcnow
+
+    while utcnow() <= moment:
+        time.sleep(0.01)
+
+
+@needs_human_in_the_loop
+def test_a_pydantic_ai_agent_waits_for_a_person_asked_with_the_approval_options_and_resumes_replaying(
+    human_in_the_loop,
+):
+    from airflow.sdk.timezone import utcnow
+
+    runs: Counter[str] = Counter()
+    notified: list[object] = []
+    tries = ApprovalTries()
+    with FakeOpenAIServer([LOOKUP, REFUND, reply.text("Refunded 40 EUR.")]) as server:
+        op = AgentOperator(
+            task_id="t",
+            prompt="Order O-77 was charged twice.",
+            agent=lambda: support_agent(server, runs),
+            durable=True,
+            retries=1,
+            assigned_users={"id": "ada", "name": "Ada"},
+            response_timeout=datetime.timedelta(hours=1),
+            defaults="Approve",
+            notifiers=[notified.append],
+        )
+        before = utcnow()
+        deferred = tries.start(op)
+
+        # The try stopped at the refund: two requests, the lookup ran, the refund did not.
+        assert [r.status for r in server.requests] == [200, 200]
+        assert runs == {"lookup_order": 1}
+        [request] = human_in_the_loop.requests
+        assert request["subject"] == "Agent 'support' asks to run issue_refund"
+        assert '"amount_eur": 40' in request["body"]
+        assert (request["options"], request["defaults"]) == (["Approve", "Reject"], ["Approve"])
+        assert request["assigned_users"] == [{"id": "ada", "name": "Ada"}]
+        assert len(notified) == 1 and notified[0]["ti"] is tries.ti
+        assert deferred.method_name == "execute_complete"
+        assert deferred.trigger.defaults == ["Approve"]
+        timeout = deferred.trigger.timeout_datetime - before
+        assert datetime.timedelta(hours=1) <= timeout < datetime.timedelta(hours=1, minutes=1)
+
+        human_in_the_loop.answer = ("Approve", "ada")
+        assert tries.resume(op, deferred) == "Refunded 40 EUR."
+
+    # The resume replayed both requests of the try and the lookup, and ran the approved refund once.
+    assert len(server.requests) == 3
+    assert tool_outputs(server.requests[2].body) == ["O-77: charged twice", "refunded 40 EUR on O-77"]
+    assert runs == {"lookup_order": 1, "issue_refund": 1}
+    assert len(human_in_the_loop.requests) == 1
+    usage = tries.ti.xcoms["usage"]
+    # The answer is the resume's own step: recorded live, as the approved refund and the last request.
+    assert (usage["requests"], usage["replayed"]) == (1, {"model": 2, "tool": 1})
+    assert usage["live"] == {"approval": 1, "model": 1, "tool": 1}
+
+
+@needs_human_in_the_loop
+def test_task_agent_waits_for_a_person_with_a_pydantic_ai_agent_and_its_resume_writes_the_prompt_again(
+    human_in_the_loop,
+):
+    from airflow.providers.common.compat.sdk import DAG, task
+
+    runs: Counter[str] = Counter()
+    written: list[str] = []
+    tries = ApprovalTries()
+    with FakeOpenAIServer([LOOKUP, REFUND, reply.text("Refunded 40 EUR.")]) as server:
+
+        @task.agent(agent=lambda: support_agent(server, runs), durable=True, retries=1, assigned_users={"id": "ada"})
+        def refund(order_id: str) -> str:
+            written.append(order_id)
+            return f"Order {order_id} was charged twice."
+
+        with DAG("decorated_approval", schedule=None, start_date=datetime.datetime(2026, 1, 1)) as dag:
+            refund("O-77")
+        op = dag.get_task("refund")
+        deferred = tries.start(op)
+        assert (len(server.requests), runs) == (2, {"lookup_order": 1})
+        assert human_in_the_loop.requests[0]["assigned_users"] == [{"id": "ada"}]
+
+        human_in_the_loop.answer = ("Approve", "ada")
+        assert tries.resume(op, deferred) == "Refunded 40 EUR."
+
+    assert written == ["O-77", "O-77"]
+    assert len(server.requests) == 3
+    assert server.requests[0].body["messages"][-1]["content"] == "Order O-77 was charged twice."
+    assert tool_outputs(server.requests[2].body) == ["O-77: charged twice", "refunded 40 EUR on O-77"]
+    assert runs == {"lookup_order": 1, "issue_refund": 1}
+
+
+@needs_human_in_the_loop
+def test_a_response_timeout_takes_the_default_rejection_and_the_refund_never_runs(human_in_the_loop):
+    runs: Counter[str] = Counter()
+    tries = ApprovalTries()
+    with FakeOpenAIServer([LOOKUP, REFUND, reply.text("I could not refund it.")]) as server:
+        op = AgentOperator(
+            task_id="t",
+            prompt="Order O-77 was charged twice.",
+            agent=lambda: support_agent(server, runs),
+            durable=True,
+            retries=1,
+            response_timeout=datetime.timedelta(milliseconds=1),
+            defaults="Reject",
+        )
+        deferred = tries.start(op)
+        assert len(server.requests) == 2
+
+        # Nobody answers: the trigger takes the default once the timeout passed.
+        passed(deferred.trigger.timeout_datetime)
+        assert tries.resume(op, deferred) == "I could not refund it."
+
+    assert human_in_the_loop.defaults_taken == [["Reject"]]
+    assert len(server.requests) == 3
+    assert tool_outputs(server.requests[2].body) == ["O-77: charged twice", ToolDenied().message]
+    assert runs == {"lookup_order": 1}
+
+
+@needs_human_in_the_loop
+def test_a_response_timeout_without_defaults_fails_the_task_keeping_the_journal(human_in_the_loop):
+    from airflow.providers.common.ai.durable.airflow.approvals import ApprovalTimedOut
+
+    runs: Counter[str] = Counter()
+    tries = ApprovalTries()
+    with FakeOpenAIServer([LOOKUP, REFUND]) as server:
+        op = AgentOperator(
+            task_id="t",
+            prompt="Order O-77 was charged twice.",
+            agent=lambda: support_agent(server, runs),
+            durable=True,
+            retries=1,
+            response_timeout=datetime.timedelta(milliseconds=1),
+        )
+        deferred = tries.start(op)
+        assert deferred.trigger.defaults is None
+        passed(deferred.trigger.timeout_datetime)
+
+        with pytest.raises(ApprovalTimedOut, match="nobody answered the approval request before its response_timeout"):
+            tries.resume(op, deferred)
+
+    assert (len(server.requests), runs, human_in_the_loop.defaults_taken) == (2, {"lookup_order": 1}, [])
+    kinds = sorted(json.loads(text)["kind"] for text in tries.storage.entries.values())
+    assert kinds.count("model") == 2 and kinds.count("tool") == 1 and kinds.count("approval") == 1
+
+
+@needs_human_in_the_loop
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"defaults": "Maybe"}, ValueError, "defaults must be 'Approve' or 'Reject'"),
+        ({"response_timeout": 3600}, TypeError, "response_timeout must be a datetime.timedelta, not int"),
+    ],
+)
+def test_the_operator_refuses_approval_arguments_it_cannot_use_with_a_pydantic_ai_agent(arguments, error, message):
+    with pytest.raises(error, match=message):
+        AgentOperator(task_id="t", prompt="p", agent=Agent("test"), durable=True, **arguments)
+
+
+def test_a_pydantic_ai_agent_that_stops_for_an_approval_without_durable_fails_the_task_naming_the_fix():
+    runs: Counter[str] = Counter()
+    with FakeOpenAIServer([LOOKUP, REFUND]) as server:
+        agent = support_agent(server, runs, output_type=[str, DeferredToolRequests])
+        op = AgentOperator(task_id="t", prompt="Order O-77 was charged twice.", agent=agent)
+        with pytest.raises(RuntimeError, match="approvals need durable=True"):
+            Tries().run(op)
+    assert (len(server.requests), runs) == (2, {"lookup_order": 1})
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({}, "requires_approval of support.issue_refund"),
+        ({"assigned_users": {"id": "ada"}}, "assigned_users"),
+        ({"response_timeout": datetime.timedelta(hours=1), "defaults": "Reject"}, "response_timeout and defaults"),
+        ({"notifiers": [lambda context: None]}, "notifiers"),
+    ],
+)
+def test_approvals_of_a_pydantic_ai_agent_are_refused_when_the_dag_is_parsed_on_a_line_without_human_in_the_loop(
+    arguments, named, monkeypatch
+):
+    import airflow
+    from airflow.providers.common.ai import version_compat
+    from airflow.providers.common.ai.durable.airflow.approvals import ApprovalsNotSupported
+
+    with FakeOpenAIServer([]) as server:
+        agent = support_agent(server, Counter()) if not arguments else Agent("test")
+        monkeypatch.setattr(version_compat, "AIRFLOW_V_3_2_PLUS", False)
+        with pytest.raises(ApprovalsNotSupported) as refused:
+            AgentOperator(task_id="t", prompt="p", agent=agent, durable=True, **arguments)
+    assert str(refused.value) == (
+        f"AgentOperator 't': approvals ({named}) need Airflow's human-in-the-loop support, which Airflow 3.2 "
+        f"and later have, not Airflow {airflow.__version__}: upgrade Airflow, or let the tools run without approval"
+    )

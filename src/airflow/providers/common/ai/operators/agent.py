@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 try:
@@ -78,25 +79,27 @@ class AgentOperator(BaseOperator):
     :param keep_journal: keep the journal when the task instance succeeds (archived, to export,
         replay in a test or fork; docs/fixtures.rst), or not, over ``[common.ai] keep_journals``.
 
-    With ``durable=True``, a tool call that needs approval (``needs_approval``), or a call found in
-    flight on a retry whose tool's policy is ``in_flight("ask")``, creates an
-    Airflow human-in-the-loop request (subject: agent and tool; body: the masked arguments;
-    options Approve and Reject) and the task defers to the triggerer until a person answers
-    (run a triggerer). The task then resumes: the calls before the approval replay, the approved
-    tool runs once, and the decision is recorded, so a later retry never asks again; a try that
-    fails before it took a given answer leaves it to the next try (see the approvals docs).
+    With ``durable=True``, a tool call that needs approval (``needs_approval``; of a Pydantic AI
+    agent, ``requires_approval=True`` or ``ApprovalRequired``), or a call found in flight on a retry
+    whose tool's policy is ``in_flight("ask")``, creates an Airflow human-in-the-loop request
+    (subject: agent and tool; body: the masked arguments; options Approve and Reject) and the task
+    defers to the triggerer until a person answers (run a triggerer). The task then resumes: the
+    calls before the approval replay, the approved tool runs once, and the decision is recorded, so
+    a later retry never asks again; a try that fails before it took a given answer leaves it to the
+    next try (see the approvals docs).
 
     A Pydantic AI agent runs with ``agent.run_sync(prompt)``, or with ``durable=True`` with
-    ``durable.pydantic_ai.run_durably_sync``; ``budget`` and ``keep_journal`` apply to it as well.
-    The options that belong to the OpenAI Agents SDK (``run_config``, ``openai_conn_id``,
-    ``max_turns``) and the approval options are refused with it: give its model, provider and
-    settings to the Pydantic AI agent itself.
+    ``durable.pydantic_ai.run_durably_sync``; ``budget``, ``keep_journal`` and the approval options
+    apply to it as well. The options that belong to the OpenAI Agents SDK (``run_config``,
+    ``openai_conn_id``, ``max_turns``) are refused with it: give its model, provider and settings
+    to the Pydantic AI agent itself.
 
     Refuses, when the DAG is parsed: an ``agent`` that is neither an ``Agent`` nor callable, an
     empty prompt, ``max_turns`` below 1, ``openai_conn_id`` together with a ``run_config``
     that brings its own model provider, a ``budget`` without ``durable=True``, a Pydantic AI agent
     with an option of the OpenAI Agents SDK, or without the extra ``[pydantic-ai]`` (an agent
-    function's Pydantic AI agent: when the task starts).
+    function's Pydantic AI agent: when the task starts), and on an Airflow line without
+    human-in-the-loop (before 3.2) an approval option or a tool that needs approval.
     """
 
     template_fields: Sequence[str] = ("prompt", "openai_conn_id")
@@ -194,8 +197,9 @@ class AgentOperator(BaseOperator):
         ]
         if asked:
             check_approvals_supported(self.task_id, " and ".join(asked))
-        if isinstance(agent, Agent) and (needing := _tools_needing_approval(agent)):
-            check_approvals_supported(self.task_id, f"needs_approval of {', '.join(needing)}")
+        if needing := _tools_needing_approval(agent):
+            option = "requires_approval" if _is_pydantic_ai_agent(agent) else "needs_approval"
+            check_approvals_supported(self.task_id, f"{option} of {', '.join(needing)}")
         # The answer this execution resumed with (execute_complete), for the approval it was asked
         # for, and the moment the try may act on it.
         self._answer: Answer | None = None
@@ -242,7 +246,7 @@ class AgentOperator(BaseOperator):
                 from airflow.providers.common.ai.durable.pydantic_ai._usage import CountedUsage
 
                 counted = CountedUsage()
-                return self._run_pydantic_ai(agent, counted)
+                return self._run_pydantic_ai(context, agent, counted)
             run_config = self._get_run_config()
             counted = _CountedUsage(run_config)
             return self._run_openai_agents(context, agent, run_config, counted)
@@ -253,63 +257,78 @@ class AgentOperator(BaseOperator):
     def _run_openai_agents(
         self, context: Context, agent: Agent, run_config: RunConfig | None, counted: _CountedUsage
     ) -> Any:
-        from airflow.providers.common.ai.durable.core.approvals import AwaitingAnswer, answering_approvals
-
         run_kwargs: dict[str, Any] = {
             "max_turns": DEFAULT_MAX_TURNS if self.max_turns is None else self.max_turns,
             "run_config": run_config,
+            "hooks": counted,
         }
-        result: RunResult | None = None
         if self.durable:
-            from airflow.providers.common.ai.durable.airflow.approvals import going_on_at
             from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
-            going_on = going_on_at(self._not_before)
-            # AwaitingAnswer: a call found in flight whose tool's policy is "ask" (desk.pending).
-            with answering_approvals(self._answer, going_on) as desk, contextlib.suppress(AwaitingAnswer):
-                result = run_durably_sync(
-                    agent,
-                    self.prompt,
-                    hooks=counted,
-                    budget=self.budget,
-                    keep_journal=self.keep_journal,
-                    **run_kwargs,
-                )
+            run = functools.partial(
+                run_durably_sync, agent, self.prompt, budget=self.budget, keep_journal=self.keep_journal, **run_kwargs
+            )
         else:
-            result = Runner.run_sync(agent, self.prompt, hooks=counted, **run_kwargs)
-        if result is None or result.interruptions:
-            self._wait_for_approval(context, desk if self.durable else None)
+            run = functools.partial(Runner.run_sync, agent, self.prompt, **run_kwargs)
+        result: RunResult = self._run_answering_approvals(
+            context, run, is_waiting=lambda result: bool(result.interruptions)
+        )
         self._log_usage(result.last_agent.name, self._get_usage(counted))
         return to_jsonable_python(result.final_output)
 
-    def _run_pydantic_ai(self, agent: Any, counted: Any) -> Any:
+    def _run_pydantic_ai(self, context: Context, agent: Any, counted: Any) -> Any:
         """``agent.run_sync(prompt)``, journaled with ``durable=True``; the run's output is the return value."""
+        from airflow.providers.common.ai.durable.pydantic_ai._approvals import is_waiting_for_approval
+
         # Not inferred from this frame, where the agent's variable is always "agent".
         run_kwargs: dict[str, Any] = {"capabilities": [counted], "infer_name": False}
         if self.durable:
             from airflow.providers.common.ai.durable.pydantic_ai import run_durably_sync
 
-            result = run_durably_sync(
-                agent, self.prompt, budget=self.budget, keep_journal=self.keep_journal, **run_kwargs
+            run = functools.partial(
+                run_durably_sync, agent, self.prompt, budget=self.budget, keep_journal=self.keep_journal, **run_kwargs
             )
         else:
-            result = agent.run_sync(self.prompt, **run_kwargs)
+            run = functools.partial(agent.run_sync, self.prompt, **run_kwargs)
+        result = self._run_answering_approvals(
+            context, run, is_waiting=lambda result: is_waiting_for_approval(result.output)
+        )
         self._log_usage(agent.name or "(no name)", self._get_usage(counted))
         return to_jsonable_python(result.output)
 
+    def _run_answering_approvals(
+        self, context: Context, run: Callable[[], Any], *, is_waiting: Callable[[Any], bool]
+    ) -> Any:
+        """
+        The result of ``run()``, whichever framework's run it is. With ``durable=True`` it runs inside
+        the task's approval desk, which answers its approvals, and its questions about calls found in
+        flight, with the decisions recorded or the answer this execution resumed with. A run that
+        stopped for a person (``AwaitingAnswer``, or a result that ``is_waiting`` for an approval)
+        makes the task wait for the answer, and resume in ``execute_complete``: this never returns then.
+        """
+        from airflow.providers.common.ai.durable.core.approvals import AwaitingAnswer, answering_approvals
+
+        desk = None
+        result = None
+        if self.durable:
+            from airflow.providers.common.ai.durable.airflow.approvals import going_on_at
+
+            with (
+                answering_approvals(self._answer, going_on_at(self._not_before)) as desk,
+                contextlib.suppress(AwaitingAnswer),
+            ):
+                result = run()
+        else:
+            result = run()
+        if result is None or is_waiting(result):
+            self._wait_for_approval(context, desk)
+        return result
+
     def _check_pydantic_ai_agent(self, agent: Any) -> None:
         """Refuse what a Pydantic AI agent cannot take: an option of the OpenAI Agents SDK, a missing extra."""
-        given = {
-            "run_config": self.run_config,
-            "openai_conn_id": self.openai_conn_id,
-            "max_turns": self.max_turns,
-            "assigned_users": self.assigned_users,
-            "response_timeout": self.response_timeout,
-            "defaults": self.defaults,
-            "notifiers": self.notifiers,
-        }
+        given = {"run_config": self.run_config, "openai_conn_id": self.openai_conn_id, "max_turns": self.max_turns}
         for name, value in given.items():
-            if value is not None and value != []:
+            if value is not None:
                 raise ValueError(
                     f"AgentOperator {self.task_id!r}: {name} is an option of OpenAI Agents SDK agents, not of "
                     f"a Pydantic AI agent; {_INSTEAD_FOR_PYDANTIC_AI[name]}"
@@ -409,10 +428,6 @@ _INSTEAD_FOR_PYDANTIC_AI = {
     "run_config": "give the model and its settings to the Pydantic AI Agent itself",
     "openai_conn_id": "give the Pydantic AI Agent a model whose provider has the key and base URL",
     "max_turns": "limit its requests with budget=UsageBudget(max_requests=...) and durable=True",
-    **dict.fromkeys(
-        ("assigned_users", "response_timeout", "defaults", "notifiers"),
-        "approvals of a Pydantic AI agent's tool calls are not built yet, so remove the option",
-    ),
 }
 
 
@@ -451,8 +466,17 @@ def _is_resolved_at_run_time(value: Any) -> bool:
     return isinstance(value, ResolveMixin)
 
 
-def _tools_needing_approval(agent: Agent) -> list[str]:
-    """The function tools, of ``agent`` and the agents it hands off to, that may need approval."""
+def _tools_needing_approval(agent: Any) -> list[str]:
+    """
+    The function tools of ``agent`` that may need approval, as ``<agent>.<tool>``: of an OpenAI Agents
+    SDK agent and the agents it hands off to, or of a Pydantic AI agent. None of an agent function.
+    """
+    if _is_pydantic_ai_agent(agent):
+        from airflow.providers.common.ai.durable.pydantic_ai._approvals import tools_needing_approval
+
+        return tools_needing_approval(agent)
+    if not isinstance(agent, Agent):
+        return []
     needing: list[str] = []
     seen: set[int] = set()
     agents = [agent]

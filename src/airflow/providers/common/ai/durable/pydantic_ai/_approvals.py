@@ -23,6 +23,7 @@ from typing import Any
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.toolsets import FunctionToolset
 
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, AwaitingAnswer, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import tool_call_parts
@@ -63,6 +64,31 @@ def answered_approvals(run: DurableRun, ctx: Any, requests: DeferredToolRequests
             for call, decision in zip(requests.approvals, decisions, strict=True)
         }
     )
+
+
+def is_waiting_for_approval(output: Any) -> bool:
+    """
+    Whether a run's ``output`` is Pydantic AI's ``DeferredToolRequests`` with calls that wait for an
+    approval: the run ended with them unanswered, as it does where no approval desk answers them.
+    """
+    return isinstance(output, DeferredToolRequests) and bool(output.approvals)
+
+
+def tools_needing_approval(agent: Any) -> list[str]:
+    """
+    The function tools of ``agent`` declared with ``requires_approval=True``, as ``<agent>.<tool>``.
+    A tool that raises ``ApprovalRequired`` itself, or a toolset that asks for approvals, is known
+    only when it asks.
+    """
+    needing: list[str] = []
+
+    def visit(toolset: Any) -> None:
+        if isinstance(toolset, FunctionToolset):
+            needing.extend(name for name, tool in toolset.tools.items() if tool.requires_approval)
+
+    for toolset in agent.toolsets:
+        toolset.apply(visit)
+    return [f"{agent.name or 'agent'}.{name}" for name in needing]
 
 
 def record_asked_for_approval(step: JournalStep, asked: ApprovalRequired) -> None:
