@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
@@ -133,6 +134,20 @@ def journal_entries(dag_id: str, run_id: str, tmp_path: Path) -> list[str]:
     try summaries kept beside them for the journal page (R-44) are not journal entries.
     """
     return [entry for entry in _stored(dag_id, run_id, tmp_path) if not is_try_summary(entry)]
+
+
+def journal_keys(dag_id: str, run_id: str, task_id: str, tmp_path: Path, map_index: int = -1) -> list[str]:
+    """
+    The keys of one task instance's journal entries as the journal names them (``1.2.1.1``), read
+    from its segments by the provider's own reader, as the journal page and the CLI read them.
+    """
+    from airflow.providers.common.ai.durable.airflow.journal_access import TaskInstanceId, stored_journal
+
+    cache = (
+        {} if AIRFLOW_V_3_3_PLUS else {"AIRFLOW__COMMON_AI__DURABLE_CACHE_PATH": f"file://{tmp_path / 'durable_cache'}"}
+    )
+    with mock.patch.dict(os.environ, cache):
+        return sorted(stored_journal(TaskInstanceId(dag_id, run_id, task_id, map_index)))
 
 
 def is_try_summary(entry: str) -> bool:
