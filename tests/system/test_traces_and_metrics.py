@@ -196,15 +196,22 @@ def _ancestors(span: ReceivedSpan, spans: list[ReceivedSpan]) -> set[str]:
 
 
 def test_each_durable_step_of_a_retried_task_is_a_span_of_its_try_and_counted_by_outcome(airflow, server, receiver):
+    _each_step_is_a_span_of_its_try_and_counted_by_outcome(airflow, server, receiver, DAG_ID)
+
+
+def _each_step_is_a_span_of_its_try_and_counted_by_outcome(
+    airflow: AirflowServices, server: FakeOpenAIServer, receiver: OtlpReceiver, dag_id: str
+) -> None:
+    """A run of ``dag_id`` (its task ``triage`` looks the ticket up and answers) whose try 1 fails at its second request."""
     server.add(
         reply.tool_calls(("lookup_ticket", {"ticket_id": "T-7"}, "call_lookup"), usage=(100, 20)),
         reply.text("Billing, urgent.", usage=(50, 10)),
     )
     server.fail_later(2)  # try 1's second model request
     first_request = len(server.requests)
-    run_id = airflow.trigger(DAG_ID)
+    run_id = airflow.trigger(dag_id)
 
-    instance = airflow.wait_for_task(DAG_ID, run_id, TASK_ID, try_number=2)
+    instance = airflow.wait_for_task(dag_id, run_id, TASK_ID, try_number=2)
     assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.service_log("scheduler")[-4000:]
     assert [r.status for r in server.requests[first_request:]] == [200, 500, 200]
 
@@ -278,7 +285,7 @@ def test_each_durable_step_of_a_retried_task_is_a_span_of_its_try_and_counted_by
         )
 
     def counted(name: str, **attributes: Any) -> float:
-        return receiver.counted(f"airflow.common_ai.durable.{name}", dag_id=DAG_ID, task_id=TASK_ID, **attributes)
+        return receiver.counted(f"airflow.common_ai.durable.{name}", dag_id=dag_id, task_id=TASK_ID, **attributes)
 
     assert receiver.wait_for(lambda: counted("step.live") >= 3 and counted("step.replayed") >= 2)
     assert (counted("step.live", kind="model"), counted("step.live", kind="tool")) == (2, 1)
@@ -299,3 +306,21 @@ def test_the_agent_sdks_own_spans_reach_the_same_exporter_in_the_tasks_trace(air
     assert (len(agent_spans), len(tool_spans)) == (2, 2), sorted({s.name for s in spans})
     for span in agent_spans + tool_spans:
         assert _ancestors(span, spans) & workers, span.name
+
+
+def _has_pydantic_ai() -> bool:
+    try:
+        import pydantic_ai.models.openai  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    not _has_pydantic_ai(), reason="Pydantic AI is the optional extra [pydantic-ai], not installed here"
+)
+def test_each_durable_step_of_a_retried_pydantic_ai_task_is_the_same_span_and_counted_the_same(
+    airflow, server, receiver
+):
+    # dags/durable_telemetry_pydantic_ai.py: the same task with a Pydantic AI agent (R-65).
+    _each_step_is_a_span_of_its_try_and_counted_by_outcome(airflow, server, receiver, "durable_telemetry_pydantic_ai")

@@ -5,10 +5,13 @@ OpenAI-compatible server, one storage over the tries, a new journal per try as a
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 import structlog
@@ -31,7 +34,7 @@ from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_2_PLUS
+from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
 
 class Forecast(BaseModel):
@@ -147,9 +150,30 @@ def test_without_durable_a_retry_runs_everything_again_and_each_try_pushes_its_u
     assert second.xcoms["usage"] == usage(2, replayed={}, live={"model": 2, "tool": 1}, saved=0)
 
 
+@contextlib.contextmanager
+def operator_log() -> Iterator[list[dict[str, str]]]:
+    """What operators log meanwhile, as ``{"event": ...}``: through structlog on Airflow 3, through the logging module on 2.11."""
+    if AIRFLOW_V_3_0_PLUS:
+        with structlog.testing.capture_logs() as logs:
+            yield logs
+        return
+    logs: list[dict[str, str]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logs.append({"event": record.getMessage()})
+
+    keep, logger = Keep(), logging.getLogger("airflow.task.operators")
+    logger.addHandler(keep)
+    try:
+        yield logs
+    finally:
+        logger.removeHandler(keep)
+
+
 def test_a_structured_output_is_the_return_value_as_json_data_and_the_log_names_the_agent():
     answer = reply.tool_calls(("final_result", {"city": "Paris", "sky": "sunny"}, "call_out"))
-    with FakeOpenAIServer([answer]) as server, structlog.testing.capture_logs() as logs:
+    with FakeOpenAIServer([answer]) as server, operator_log() as logs:
         agent = weather_agent(server, [], output_type=Forecast, name="forecaster")
         op = AgentOperator(task_id="t", prompt="Weather in Paris?", agent=agent, durable=True, retries=1)
         assert Tries().run(op) == {"city": "Paris", "sky": "sunny"}

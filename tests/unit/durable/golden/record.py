@@ -7,6 +7,12 @@ Run by hand from the repository root::
     .venv/bin/python tests/unit/durable/golden/record.py          # into golden/format_<FORMAT_VERSION>
     .venv/bin/python tests/unit/durable/golden/record.py DIR      # into DIR, to compare
 
+With ``--pydantic-ai`` first, it records the Pydantic AI adapter's scenarios of
+``pydantic_ai_scenarios.py`` (Pydantic AI installed, the extra ``[pydantic-ai]``) into
+``golden/pydantic_ai_runs/format_<FORMAT_VERSION>`` (or DIR): a tree of their own, so that the
+OpenAI Agents SDK's golden directories stay as they are and record where Pydantic AI is not
+installed.
+
 The recording is deterministic (scripted models, fixed call ids, a fixed ``[core] fernet_key``):
 every run writes the same bytes. ``tests/unit/durable/core/test_journal_format.py`` records into a
 temporary directory and fails when the files differ from the checked-in ones, and replays the
@@ -31,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 GOLDEN = Path(__file__).parent
+PYDANTIC_AI_GOLDEN = GOLDEN / "pydantic_ai_runs"
 
 
 def _quiet_airflow_home() -> None:
@@ -43,9 +50,14 @@ def _quiet_airflow_home() -> None:
     os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
 
-def recording() -> dict[str, dict[str, str]]:
-    """Each scenario's golden files: file name to text, by scenario name."""
-    from scenarios import FERNET_KEY, SCENARIOS, golden_files, recorded
+def recording(*, pydantic_ai: bool = False) -> dict[str, dict[str, str]]:
+    """Each scenario's golden files (of the Pydantic AI adapter's scenarios): file name to text, by scenario name."""
+    from scenarios import FERNET_KEY, golden_files, recorded
+
+    if pydantic_ai:
+        from pydantic_ai_scenarios import SCENARIOS
+    else:
+        from scenarios import SCENARIOS
 
     os.environ["AIRFLOW__CORE__FERNET_KEY"] = FERNET_KEY
     return {scenario.name: dict(golden_files(recorded(scenario))) for scenario in SCENARIOS}
@@ -72,11 +84,14 @@ def main(argv: list[str]) -> int:
     _quiet_airflow_home()
     from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
 
-    files = recording()
+    pydantic_ai = argv[1:2] == ["--pydantic-ai"]
+    if pydantic_ai:
+        argv = argv[:1] + argv[2:]
+    files = recording(pydantic_ai=pydantic_ai)
     if len(argv) > 1:
         write(files, Path(argv[1]))
         return 0
-    directory = GOLDEN / f"format_{FORMAT_VERSION}"
+    directory = (PYDANTIC_AI_GOLDEN if pydantic_ai else GOLDEN) / f"format_{FORMAT_VERSION}"
     if not directory.exists():
         write(files, directory)
         print(f"Recorded {sum(map(len, files.values()))} entries into {directory}")
