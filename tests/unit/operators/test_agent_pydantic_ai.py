@@ -538,6 +538,9 @@ def test_the_operator_refuses_approval_arguments_it_cannot_use_with_a_pydantic_a
         AgentOperator(task_id="t", prompt="p", agent=Agent("test"), durable=True, **arguments)
 
 
+@pytest.mark.skipif(
+    not AIRFLOW_V_3_2_PLUS, reason="before Airflow 3.2 the approval tool is refused when the DAG is parsed"
+)
 def test_a_pydantic_ai_agent_that_stops_for_an_approval_without_durable_fails_the_task_naming_the_fix():
     runs: Counter[str] = Counter()
     with FakeOpenAIServer([LOOKUP, REFUND]) as server:
