@@ -73,6 +73,17 @@ def _write_local(path: str, data: bytes) -> None:
         os.close(descriptor)
 
 
+def _replace_local(path: str, temporary: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: to ``temporary`` first, renamed over ``path``."""
+    try:
+        _write_local(temporary, data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
 def task_instance_folder(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
     """The folder, relative to the cache path, that holds one task instance's journal."""
     return "/".join(
@@ -136,14 +147,7 @@ class LocalSegments(SegmentPlace):
                 os.close(descriptor)
 
     def store_whole(self, number: int, segment: bytes) -> None:
-        temporary = f"{self._path(number)}.tmp"
-        try:
-            _write_local(temporary, segment)
-            os.replace(temporary, self._path(number))
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
+        _replace_local(self._path(number), f"{self._path(number)}.tmp", segment)
 
     def delete_all(self, numbers: list[int], legacy_keys: list[str]) -> None:
         self.seal()
@@ -204,14 +208,7 @@ class ObjectStorageStorage(JournalStorage):
             self._folder_exists = True
         # A fixed name, not mkstemp: only one try writes a key at a time, and mkstemp costs
         # three times the whole write.
-        temporary = f"{self.folder}/.{key}.json.tmp"
-        try:
-            _write_local(temporary, data)
-            os.replace(temporary, self._path(key))
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
+        _replace_local(self._path(key), f"{self.folder}/.{key}.json.tmp", data)
 
     def stored_texts(self) -> dict[str, str]:
         # Bytes that are not UTF-8 make an entry that cannot be read, not a reader that fails.
