@@ -9,7 +9,8 @@ endpoint (the DAG parses without Pydantic AI). The payment service is
 DURABLE_TEST_OUT/payments.jsonl: a refund appends a line (no deduplication: a repeated call refunds
 twice), which ``refund_made`` finds by idempotency key. On try 1 the tool refunds, says where it
 runs (``in_refund_<dag_id>_<run_id>.json``) and waits: to be killed (SIGKILL or SIGTERM, by the
-test) or cut off by the task's ``execution_timeout``, one DAG for each.
+test) or cut off by the task's ``execution_timeout``, one DAG for each. The tool of
+``in_flight_verify_pydantic_ai_late`` waits first and would refund after its ``execution_timeout``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ def refund_made(key: str, arguments: Any) -> Any:
     return Happened(f"refund {made[0]['refund_id']} was already made") if made else None
 
 
+def _cut_off_here(ti: Any, seconds: int) -> None:
+    """Say where the tool runs, then wait: killed here (SIGKILL or SIGTERM), or cut off by execution_timeout."""
+    current_journal().settle()  # the in-flight mark is stored (a guarded tool's was before it started)
+    where = Path(os.environ["DURABLE_TEST_OUT"], f"in_refund_{ti.dag_id}_{ti.run_id}.json")
+    where.write_text(json.dumps({"pid": os.getpid()}))
+    # execution_timeout (30 s after the task started) ends the try without waiting for the call:
+    # the worker process exits, and the tool's thread with it.
+    time.sleep(seconds)
+
+
 def refund_agent() -> Any:
     from openai import AsyncOpenAI
     from pydantic_ai import Agent
@@ -60,6 +71,9 @@ def refund_agent() -> Any:
     def refund(order_id: str, amount_eur: int) -> str:
         """Refund a payment of an order."""
         ti = get_current_context()["ti"]
+        late = ti.dag_id.endswith("_late")
+        if ti.try_number == 1 and late:
+            _cut_off_here(ti, seconds=45)  # the refund would land after execution_timeout
         with _payments().open("a") as payments:
             refund_id = f"P-{ti.dag_id}-{ti.try_number}"
             made = {
@@ -70,13 +84,8 @@ def refund_agent() -> Any:
                 "refund_id": refund_id,
             }
             payments.write(json.dumps(made) + "\n")
-        if ti.try_number == 1:
-            current_journal().settle()  # the in-flight mark is stored (a guarded tool's was before it started)
-            where = Path(os.environ["DURABLE_TEST_OUT"], f"in_refund_{ti.dag_id}_{ti.run_id}.json")
-            where.write_text(json.dumps({"pid": os.getpid()}))
-            # Killed here, or cut off by execution_timeout (30 s after the task started), which
-            # waits for the call's end: a plain def tool's thread cannot be stopped.
-            time.sleep(45 if ti.dag_id.endswith("_timeout") else 120)
+        if ti.try_number == 1 and not late:
+            _cut_off_here(ti, seconds=45 if ti.dag_id.endswith("_timeout") else 120)
         return f"refunded {amount_eur} EUR on {order_id} as {refund_id}"
 
     return agent
@@ -101,3 +110,4 @@ def _refund_dag(dag_id: str, **kwargs: Any) -> None:
 _refund_dag("in_flight_verify_pydantic_ai")
 _refund_dag("in_flight_verify_pydantic_ai_timeout", execution_timeout=timedelta(seconds=30))
 _refund_dag("in_flight_verify_pydantic_ai_sigterm")
+_refund_dag("in_flight_verify_pydantic_ai_late", execution_timeout=timedelta(seconds=30))
