@@ -3,7 +3,8 @@ A tool call in flight when a try died (R-56, R-57), under a real scheduler, api-
 triggerer (LocalExecutor, each try a worker process of its own): try 1 of each DAG of
 ``dags/durable_in_flight.py`` refunds an order and is cut off in the refund tool (its worker
 SIGKILLed, the task's ``execution_timeout``, or SIGTERM from Airflow when a person clears the
-running task); try 2 resolves the call by the tool's policy. Each test asserts how many refunds the
+running task); try 2 resolves the call by the tool's policy. ``dags/durable_pydantic_ai_in_flight.py``
+is the same refund with a Pydantic AI agent, through Pydantic AI's real ``OpenAIChatModel``. Each test asserts how many refunds the
 payment service made, which requests reached the model server in each try, and what the usage XCom
 and the journal page's try summaries say.
 """
@@ -11,6 +12,7 @@ and the journal page's try summaries say.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import signal
@@ -20,13 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_services import API, AirflowServices, clear_body
+from airflow_services import API, AirflowServices, _is_running, clear_body
 from dag_runs import EXAMPLE_DAGS, TEST_DAGS, durable_env, journal_entries, xcom_value
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
 TASK = "refund_order"
+WITH_PYDANTIC_AI = pytest.mark.skipif(
+    importlib.util.find_spec("pydantic_ai") is None,
+    reason="Pydantic AI is the optional extra [pydantic-ai], not installed here",
+)
 REFUND = reply.tool_calls(("refund", {"order_id": "O-5", "amount_eur": 40}, "call_refund"))
 
 
@@ -45,7 +51,11 @@ def server():
 def dags(tmp_path_factory) -> Path:
     """The DAGs of these tests, and the payment example, run under the scheduler as its users run it."""
     folder = tmp_path_factory.mktemp("in_flight_dags")
-    for dag_file in (TEST_DAGS / "durable_in_flight.py", EXAMPLE_DAGS / "example_durable_payment.py"):
+    for dag_file in (
+        TEST_DAGS / "durable_in_flight.py",
+        TEST_DAGS / "durable_pydantic_ai_in_flight.py",
+        EXAMPLE_DAGS / "example_durable_payment.py",
+    ):
         (folder / dag_file.name).symlink_to(dag_file)
     return folder
 
@@ -151,6 +161,30 @@ def test_rerun_runs_the_cut_off_refund_again_with_the_same_key(airflow, server, 
                 reason="Airflow 2.11 under the SequentialExecutor lets a cleared running task run on to its end",
             ),
         ),
+        pytest.param(
+            "in_flight_verify_pydantic_ai",
+            "SIGKILL",
+            id="a Pydantic AI agent's worker SIGKILLed",
+            marks=WITH_PYDANTIC_AI,
+        ),
+        pytest.param(
+            "in_flight_verify_pydantic_ai_timeout",
+            "execution_timeout",
+            id="a Pydantic AI agent's execution_timeout",
+            marks=WITH_PYDANTIC_AI,
+        ),
+        pytest.param(
+            "in_flight_verify_pydantic_ai_sigterm",
+            "SIGTERM",
+            id="a Pydantic AI agent's SIGTERM from a clear of the running task",
+            marks=[
+                WITH_PYDANTIC_AI,
+                pytest.mark.skipif(
+                    not AIRFLOW_V_3_0_PLUS,
+                    reason="Airflow 2.11 under the SequentialExecutor lets a cleared running task run on to its end",
+                ),
+            ],
+        ),
     ],
 )
 def test_verify_finds_the_refund_made_and_the_model_gets_its_output_without_a_second_refund(
@@ -170,13 +204,42 @@ def test_verify_finds_the_refund_made_and_the_model_gets_its_output_without_a_se
 
     made = refunds(out, run.run_id)
     assert [payment["try"] for payment in made] == [1]  # exactly once
+    # Try 1 sent the request whose answer asked for the refund; try 2 replayed it and sent only the next.
+    assert run.try_1 == 1
     [final] = run.requests_after_try_1()
     assert tool_outputs(final) == [f"refund P-{dag_id}-1 was already made"]
     resolved = {"step": "1.2", "tool": "refund", "idempotency_key": made[0]["key"], "policy": "verify"}
     assert xcom_value(dag_id, run.run_id, TASK, "usage")["in_flight"] == [{**resolved, "outcome": "it happened"}]
     if AIRFLOW_V_3_0_PLUS:  # 2.11's page is a view of the Flask UI behind its login (test_journal_page.py)
         assert run.in_flight_of_try(2) == [{**resolved, "outcome": "it happened"}]
-    assert "calls found in flight: refund at 1.2 (verify): it happened" in run.log(2)
+    log = run.log(2)
+    assert "calls found in flight: refund at 1.2 (verify): it happened" in log
+    assert "tool 'refund' at 1.2 was in flight when a try died; verify: it happened" in log
+    assert "tool 'refund' at 1.2 ran live" not in log  # it did not run: the log must not say it did
+
+
+@WITH_PYDANTIC_AI
+def test_a_pydantic_ai_refund_that_would_land_after_execution_timeout_dies_with_its_try_and_the_retry_makes_it_once(
+    airflow, server, out
+):
+    # Try 1's tool waits 45 s before it refunds; execution_timeout ends the try at 30 s.
+    run = Run(airflow, server, out, "in_flight_verify_pydantic_ai_late")
+    instance = run.finished()
+    assert (instance["state"], instance["try_number"]) == ("success", 2), run.log(2)[-3000:]
+    # Try 1's process, whose tool's thread would refund on its way out, has ended.
+    deadline = time.monotonic() + 120
+    while _is_running(run.pid):
+        assert time.monotonic() < deadline, f"try 1's worker {run.pid} still runs"
+        time.sleep(0.5)
+
+    made = refunds(out, run.run_id)
+    assert [payment["try"] for payment in made] == [2]  # exactly once, by the retry
+    assert run.try_1 == 1
+    [final] = run.requests_after_try_1()
+    assert tool_outputs(final) == [f"refunded 40 EUR on O-5 as P-{run.dag_id}-2"]
+    [resolved] = xcom_value(run.dag_id, run.run_id, TASK, "usage")["in_flight"]
+    assert (resolved["policy"], resolved["outcome"]) == ("verify", "it did not happen, ran again")
+    assert resolved["idempotency_key"] == made[0]["key"]
 
 
 def test_fail_fails_the_task_for_good_and_keeps_the_journal_showing_the_call_in_flight(airflow, server, out):

@@ -139,7 +139,7 @@ def test_a_changed_prompt_runs_live_from_the_first_request_and_names_what_change
     assert any("input item 0 differs" in warning and "recorded run 1" in warning for warning in warnings), warnings
 
 
-def test_a_verify_tool_found_in_flight_is_not_run_again_when_its_effect_happened():
+def test_a_verify_tool_found_in_flight_is_not_run_again_when_its_effect_happened(caplog):
     runs, verified = Counter(), []
     die = [True]
 
@@ -167,7 +167,8 @@ def test_a_verify_tool_found_in_flight_is_not_run_again_when_its_effect_happened
         with pytest.raises(WorkerDied):
             tries.attempt(make_agent(server), "Refund A-1.")
         assert runs == {"refund": 1}
-        result = tries.attempt(make_agent(server), "Refund A-1.")
+        with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable"):
+            result = tries.attempt(make_agent(server), "Refund A-1.")
 
     assert result.output == "Done."
     # the tool ran once, in try 1; try 2 asked verify, which said it happened
@@ -178,6 +179,9 @@ def test_a_verify_tool_found_in_flight_is_not_run_again_when_its_effect_happened
     assert tries.journal.stats.in_flight[0]["outcome"] == "it happened"
     # the second request hands the model what verify said
     assert server.requests[1].body["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "refunded"}
+    # the log says how the call was resolved, and not that it ran
+    lines = [record.getMessage() for record in caplog.records if "tool 'refund' at 1.2" in record.getMessage()]
+    assert lines == ["Durable: tool 'refund' at 1.2 was in flight when a try died; verify: it happened"]
 
 
 def test_a_fail_tool_found_in_flight_fails_the_task_naming_the_call_and_its_key():

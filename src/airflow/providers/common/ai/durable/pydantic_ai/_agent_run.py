@@ -334,8 +334,7 @@ class DurableCapability(AbstractCapability[Any]):
         happened = await output_without_running(
             step, policy, call_arguments(call), self._resolved_outputs, self._verified
         )
-        if happened is not None:
-            self.progress.step_done(step)
+        if happened is not None:  # the core logged how it was resolved: it did not run live
             return happened.output
         await marked_in_flight(step, policy.policy)
         try:
