@@ -41,12 +41,13 @@ from agents import Runner
 from openai_agents import agent
 from upath import UPath
 
-from airflow.providers.common.ai.durable.airflow.object_storage import ObjectStorageStorage
+from airflow.providers.common.ai.durable.airflow.object_storage import cache_path_journal
 from airflow.providers.common.ai.durable.core import divergence, encryption, entries, fingerprint, masking, steps
 from airflow.providers.common.ai.durable.core.host import current_host
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.scope import journal_scope
+from airflow.providers.common.ai.durable.core.segments import SegmentedStorage
 from airflow.providers.common.ai.durable.openai_agents import _agent_run, run_durably_sync
 
 STEP_LOG = logging.getLogger(_agent_run.__name__)
@@ -81,7 +82,9 @@ def timed(part: str, function, capture=None):
 
 
 def patch(owner, name: str, part: str, capture=None) -> None:
-    setattr(owner, name, timed(part, getattr(owner, name), capture))
+    # A name an older or newer provider does not have is left out (the script times either).
+    if hasattr(owner, name):
+        setattr(owner, name, timed(part, getattr(owner, name), capture))
 
 
 def patch_everywhere(owner, name: str, part: str, capture=None) -> None:
@@ -101,7 +104,7 @@ class TimedResponses:
         self.validate_python = timed("the answer's pydantic validation", adapter.validate_python)
 
 
-def instrument(storage: ObjectStorageStorage) -> None:
+def instrument() -> None:
     # Where each function is looked up when called: the module that imported it by name.
     patch(
         divergence.ModelCalls,
@@ -116,9 +119,19 @@ def instrument(storage: ObjectStorageStorage) -> None:
         lambda args, kwargs, result: seen["tool calls"].append(args[0]),
     )
     patch(_agent_run, "tool_call_parts", "tool call: parts")
+    patch(
+        _agent_run,
+        "tool_call_fingerprint_and_parts",
+        "tool call: fingerprint and parts",
+        lambda args, kwargs, result: seen["tool calls"].append(
+            {"name": args[0], "arguments": args[1], "call_id": args[2]}
+        ),
+    )
     for module in (fingerprint, divergence):
         patch(module, "canonical_json", "canonical JSON of calls")
         patch(module, "masked_json", "masking of calls' renderings")
+        patch(module, "renders_without_a_secret", "masking of calls' renderings")
+        patch(module, "fingerprint_of_json", "hashing")
     patch(fingerprint.FingerprintHasher, "update", "hashing")
     patch(fingerprint.FingerprintHasher, "fingerprint", "hashing")
     patch(divergence, "_prefix_digest", "hashing")
@@ -134,15 +147,23 @@ def instrument(storage: ObjectStorageStorage) -> None:
     )
     patch(encryption, "_encrypted", "encryption")
     patch(encryption, "_decrypted", "decryption")
+    # The storage's class: each try makes its own storage (a storage in segments reads them on first use).
     patch(
-        storage, "write", "write (create, write, rename)", lambda args, kwargs, result: seen["written"].append(args[1])
+        SegmentedStorage,
+        "write",
+        "write (a record appended to the segment)",
+        lambda args, kwargs, result: seen["written"].append(args[2]),
     )
-    patch(storage, "read", "read", lambda args, kwargs, result: seen["read"].append(result))
+    patch(SegmentedStorage, "read", "read", lambda args, kwargs, result: seen["read"].append(result))
     patch_everywhere(entries, "parsed_entry", "entry JSON parse")
     # Inside the parts above: what the fingerprints' and masking's time is made of.
     patch(fingerprint, "fingerprint_key", "of which: the key lookup (fingerprint_key)")
+    patch(fingerprint, "_keying", "of which: the key lookup (fingerprint_key)")
     patch(masking, "_redact", "of which: Airflow's redact (in masking)")
-    divergence.copy = SimpleNamespace(deepcopy=timed("of which: deep copy of new input items", copy.deepcopy))
+    if hasattr(divergence, "_copied"):
+        patch(divergence, "_copied", "of which: deep copy of new input items")
+    else:
+        divergence.copy = SimpleNamespace(deepcopy=timed("of which: deep copy of new input items", copy.deepcopy))
     divergence.json = SimpleNamespace(loads=timed("of which: json.loads in the parts", json.loads), dumps=json.dumps)
     patch(ProgressLog, "step_done", "log line: step_done and flush, all")
     patch(ProgressLog, "flush", "log line: step_done and flush, all")
@@ -193,7 +214,7 @@ def floors(folder: str, rounds: int, fernet: bool) -> dict[str, float]:
     result["os.write append of each entry"] = best_of(rounds, lambda: [os.write(appended, data) for data in datas])
     os.close(appended)
 
-    # The journal's own pattern, without the journal: a new file, written, renamed into place.
+    # A file an entry (the layout before segments): a new file, written, renamed into place.
     def created() -> None:
         for number, data in enumerate(datas):
             descriptor = os.open(f"{folder}/.{number}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
@@ -255,12 +276,14 @@ def main() -> None:
     n, steps_a_run = arguments.n, 2 * arguments.n + 1
     ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
     with tempfile.TemporaryDirectory(dir=arguments.folder) as folder:
-        inner = ObjectStorageStorage(UPath(f"file://{folder}/cache"), **ids)
-        instrument(inner)
-        storage = encryption.EncryptedStorage(inner) if arguments.fernet else inner
+        instrument()
+
+        def storage():
+            inner = cache_path_journal(UPath(f"file://{folder}/cache"), **ids)
+            return encryption.EncryptedStorage(inner) if arguments.fernet else inner
 
         def durable(answers: bool):
-            with journal_scope(DurableJournal(storage)):
+            with journal_scope(DurableJournal(storage())):
                 return run_durably_sync(agent(n, answers=answers), "go", max_turns=n + 2)
 
         kinds = {
@@ -273,14 +296,14 @@ def main() -> None:
         kept: dict[str, dict[str, list]] = {}
         for kind in kinds:  # untimed: imports and caches
             if kind == "record":
-                storage.delete_all(())
+                storage().delete_all(())
             kinds[kind]()
         for _ in range(arguments.rounds):
             totals: dict[str, dict[str, float]] = {kind: defaultdict(float) for kind in kinds}
             for _ in range(arguments.runs):
                 for kind, run in kinds.items():
                     if kind == "record":
-                        storage.delete_all(())
+                        storage().delete_all(())
                     spent.clear()
                     calls.clear()
                     seen.clear()

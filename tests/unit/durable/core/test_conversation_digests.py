@@ -101,13 +101,14 @@ def test_the_stored_size_of_a_step_does_not_grow_with_the_number_of_earlier_turn
 
 def test_each_input_item_is_rendered_and_masked_once_per_run(monkeypatch):
     rendered = Counter()
-    masked_json = divergence.masked_json
+    rendered_and_masked = divergence.rendered_and_masked
 
-    def counted(text: str) -> str:
-        rendered[text] += 1
-        return masked_json(text)
+    def counted(value: Any) -> tuple[str, str]:
+        texts = rendered_and_masked(value)
+        rendered[texts[0]] += 1
+        return texts
 
-    monkeypatch.setattr(divergence, "masked_json", counted)
+    monkeypatch.setattr(divergence, "rendered_and_masked", counted)
     model_calls = ModelCalls()
     items = [user("go")]
     renderings_per_call = []

@@ -30,11 +30,12 @@ from airflow.providers.common.ai.durable.core.fingerprint import (
     FingerprintHasher,
     UnrenderableValueError,
     canonical_json,
+    fingerprint,
     fingerprint_of_json,
-    masked_json,
+    rendered_and_masked,
     why_fingerprints_differ,
 )
-from airflow.providers.common.ai.durable.core.masking import masked
+from airflow.providers.common.ai.durable.core.masking import masked, renders_without_a_secret
 from airflow.providers.common.ai.durable.core.plural import counted
 
 log = logging.getLogger(__name__)
@@ -100,13 +101,54 @@ def model_call_parts(request: dict[str, Any]) -> dict[str, Any]:
 
 def tool_call_parts(name: str, arguments: str, call_id: str) -> dict[str, Any]:
     """The part digests of a tool call: its name, each argument (when they are a JSON object), its call id."""
+    # Masked once, names and values: each part is then digested as it is.
+    [name, asked, call_id], _ = masked([name, _asked(arguments), call_id])
+    return _tool_call_digests(name, asked, call_id)
+
+
+def _asked(arguments: str) -> Any:
+    """What a tool call's parts digest of its arguments: each argument when they are a JSON object, else the text."""
     try:
         parsed = json.loads(arguments)
     except (TypeError, ValueError, RecursionError):
         parsed = None
-    # Masked once, names and values: each part is then digested as it is.
-    [name, asked, call_id], _ = masked([name, parsed if isinstance(parsed, dict) else arguments, call_id])
+    return parsed if isinstance(parsed, dict) else arguments
+
+
+def _tool_call_digests(name: Any, asked: Any, call_id: Any) -> dict[str, Any]:
     return {"name": _digest(name), "arguments": _digested(asked, _FIELDS), "call_id": _digest(call_id)}
+
+
+def tool_call_fingerprint_and_parts(name: str, arguments: str, call_id: str, *, what: str) -> tuple[str | None, Any]:
+    """
+    ``fingerprint({"name": name, "arguments": arguments, "call_id": call_id}, what=what)`` and
+    :func:`tool_call_parts` of the same call, their strings checked for secrets at once: where
+    none holds one, both are taken as they are; else each is masked on its own.
+    """
+    call = {"name": name, "arguments": arguments, "call_id": call_id}
+    asked = _asked(arguments)
+    try:
+        if renders_without_a_secret([call, [name, asked, call_id]]):
+            return fingerprint_of_json(canonical_json(call)), _tool_call_digests(name, asked, call_id)
+    except UnrenderableValueError:
+        pass  # fingerprint() says why, below
+    return fingerprint(call, what=what), tool_call_parts(name, arguments, call_id)
+
+
+def _copied(item: Any) -> Any:
+    """``copy.deepcopy(item)``, faster where it is made of JSON's own types: dicts and lists copied, the rest shared."""
+    kind = type(item)
+    if kind is dict:
+        return {key: _copied(value) for key, value in item.items()}
+    if kind is list:
+        return [_copied(value) for value in item]
+    if kind in _SHARED:
+        return item
+    return copy.deepcopy(item)
+
+
+#: What copy.deepcopy returns as it is.
+_SHARED = frozenset({str, int, float, bool, type(None)})
 
 
 def _prefix_digest(before: str, digest: str) -> str:
@@ -222,12 +264,13 @@ class ModelCalls:
         """The field of the request's masked JSON of a part that is not the input, and its digests."""
         latest = self._parts.get(part)
         if latest is None or value != latest[0]:
-            plain = canonical_json(value)
-            text = masked_json(plain)
+            plain, text = rendered_and_masked(value)
+            loaded = json.loads(plain)
             latest = self._parts[part] = (
-                json.loads(plain),
+                loaded,
                 f"{canonical_json(part)}:{text}",
-                _digested(json.loads(text), _MODEL_CALL_SHAPE.get(part)),
+                # Read, never changed: the parsed rendering serves for both when nothing was masked.
+                _digested(loaded if text is plain else json.loads(text), _MODEL_CALL_SHAPE.get(part)),
             )
         return latest[1], latest[2]
 
@@ -241,10 +284,9 @@ class ModelCalls:
             # The conversation was rewritten (a handoff's input filter): new lists, a call's own part stays.
             self._forget_input(keep=start)
         for item in items[start:]:
-            plain = canonical_json(item)
-            text = masked_json(plain)
+            text = rendered_and_masked(item)[1]
             # A copy that shares the item's strings: the next call's items compare mostly by identity.
-            self._items.append(copy.deepcopy(item))
+            self._items.append(_copied(item))
             self._item_texts.append(text)
             self._digests.append(_short(fingerprint_of_json(text)))
             self._prefixes.append(_prefix_digest(self._prefixes[-1], self._digests[-1]))

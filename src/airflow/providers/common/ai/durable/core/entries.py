@@ -84,6 +84,8 @@ _ASCII_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 def json_text(value: Any) -> str:
     """``value`` as compact JSON, kept in UTF-8 but for a lone surrogate, which only loads back escaped."""
     text = _UTF8_JSON.encode(value)
+    if text.isascii():  # the common case, known without encoding the text
+        return text
     try:
         text.encode()
     except UnicodeEncodeError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import contextvars
-import copy
 import dataclasses
 import datetime
 import enum
@@ -33,8 +32,9 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.encryption import fernet_keys
 from airflow.providers.common.ai.durable.core.host import current_host
-from airflow.providers.common.ai.durable.core.masking import masked
+from airflow.providers.common.ai.durable.core.masking import masked, renders_without_a_secret
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +97,35 @@ def fingerprint_key() -> tuple[tuple[bytes, str], ...] | None:
     match journals recorded before a rotation. ``None``, with a warning, when there is no Fernet key.
     Inside :func:`fingerprint_key_pinned`, the keys read as it started.
     """
-    from airflow.providers.common.ai.durable.core.encryption import fernet_keys
-
-    pinned = _pinned_keys.get()
-    return pinned[0] if pinned is not None else _derived_keys(tuple(fernet_keys()))
+    return _keying().keys
 
 
-#: The keys an agent run hashes with, read once as it starts (a tuple holding them; None outside a run).
-_pinned_keys: contextvars.ContextVar[tuple[tuple[tuple[bytes, str], ...] | None] | None] = contextvars.ContextVar(
+class _Keying:
+    """Keys as fingerprints hash with them: their ids, and a hash of each not started yet (copied for each fingerprint)."""
+
+    __slots__ = ("key_ids", "keys", "unstarted")
+
+    def __init__(self, keys: tuple[tuple[bytes, str], ...] | None) -> None:
+        self.keys = keys
+        self.key_ids = tuple(key_id for _, key_id in keys) if keys is not None else None
+        # A copy of a keyed HMAC is cheaper than keying a new one.
+        self.unstarted = (
+            tuple(hmac.new(secret, digestmod=hashlib.sha256) for secret, _ in keys) if keys else (hashlib.sha256(),)
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _keying_of(keys: tuple[tuple[bytes, str], ...] | None) -> _Keying:
+    return _Keying(keys)
+
+
+def _keying() -> _Keying:
+    pinned = _pinned_keying.get()
+    return pinned if pinned is not None else _keying_of(_derived_keys(tuple(fernet_keys())))
+
+
+#: The keys an agent run hashes with, read once as it starts (None outside a run).
+_pinned_keying: contextvars.ContextVar[_Keying | None] = contextvars.ContextVar(
     "durable_fingerprint_keys", default=None
 )
 
@@ -115,11 +136,11 @@ def fingerprint_key_pinned() -> Iterator[None]:
     Fingerprints taken inside use the keys read as it starts: the setting is read once an agent
     run, not once a call (a read of Airflow's configuration costs more than the hash it keys).
     """
-    token = _pinned_keys.set((fingerprint_key(),))
+    token = _pinned_keying.set(_keying())
     try:
         yield
     finally:
-        _pinned_keys.reset(token)
+        _pinned_keying.reset(token)
 
 
 @functools.lru_cache(maxsize=8)
@@ -158,19 +179,26 @@ def masked_json(rendered: str) -> str:
     return canonical_json(value) if changed else rendered
 
 
-@functools.lru_cache(maxsize=4)
-def _unstarted_hashes(keys: tuple[tuple[bytes, str], ...] | None) -> tuple[Any, ...]:
-    # Copied for each hasher: cheaper than keying a new HMAC.
-    return tuple(hmac.new(secret, digestmod=hashlib.sha256) for secret, _ in keys) if keys else (hashlib.sha256(),)
+def rendered_and_masked(value: Any) -> tuple[str, str]:
+    """
+    ``value``'s :func:`canonical_json` and that rendering masked (:func:`masked_json`); where
+    ``value`` is made of JSON's own types, its own strings are checked for secrets rather than its
+    rendering parsed back (they are the same strings), and the masked rendering is the rendering
+    itself (``is``) when it holds none.
+    """
+    rendered = canonical_json(value)
+    return rendered, rendered if renders_without_a_secret(value) else masked_json(rendered)
 
 
 class FingerprintHasher:
     """The fingerprint of a masked rendering given in pieces, as :func:`fingerprint` hashes it whole."""
 
+    __slots__ = ("_hashes", "_key_ids")
+
     def __init__(self) -> None:
-        keys = fingerprint_key()
-        self._key_ids = [key_id for _, key_id in keys] if keys is not None else None
-        self._hashes = [hashed.copy() for hashed in _unstarted_hashes(keys)]
+        keying = _keying()
+        self._key_ids = keying.key_ids
+        self._hashes = [hashed.copy() for hashed in keying.unstarted]
 
     def update(self, text: str) -> None:
         # surrogatepass: a lone surrogate (which Python strings may hold) hashes instead of failing.
@@ -180,28 +208,36 @@ class FingerprintHasher:
 
     def copy(self) -> FingerprintHasher:
         """A hasher that goes on from what this one has hashed so far."""
-        copied = copy.copy(self)
+        copied = FingerprintHasher.__new__(FingerprintHasher)
+        copied._key_ids = self._key_ids
         copied._hashes = [hashed.copy() for hashed in self._hashes]
         return copied
 
     def fingerprint(self) -> str:
         """The fingerprint of what was hashed: under every key of ``[core] fernet_key`` (see :class:`Fingerprint`)."""
-        if self._key_ids is None:
-            return f"sha256:{self._hashes[0].hexdigest()}"
-        forms = tuple(
-            f"hmac-sha256:{key_id}:{hashed.hexdigest()}"
-            for key_id, hashed in zip(self._key_ids, self._hashes, strict=True)
-        )
-        result = Fingerprint(forms[0])
-        result.forms = forms
-        return result
+        return _fingerprint_of(self._key_ids, self._hashes)
+
+
+def _fingerprint_of(key_ids: tuple[str, ...] | None, hashes: list[Any]) -> str:
+    if key_ids is None:
+        return f"sha256:{hashes[0].hexdigest()}"
+    forms = tuple(f"hmac-sha256:{key_id}:{hashed.hexdigest()}" for key_id, hashed in zip(key_ids, hashes, strict=True))
+    result = Fingerprint(forms[0])
+    result.forms = forms
+    return result
 
 
 def fingerprint_of_json(rendered: str) -> str:
     """The fingerprint of a masked rendering (see :func:`masked_json`)."""
-    hasher = FingerprintHasher()
-    hasher.update(rendered)
-    return hasher.fingerprint()
+    # What FingerprintHasher hashes in one piece, without one: a call hashes several parts this way.
+    keying = _keying()
+    data = rendered.encode("utf-8", "surrogatepass")
+    if keying.key_ids is None:
+        return f"sha256:{hashlib.sha256(data).hexdigest()}"
+    hashes = [hashed.copy() for hashed in keying.unstarted]
+    for hashed in hashes:
+        hashed.update(data)
+    return _fingerprint_of(keying.key_ids, hashes)
 
 
 def fingerprint(value: Any, *, what: str = "a call") -> str | None:
@@ -212,7 +248,7 @@ def fingerprint(value: Any, *, what: str = "a call") -> str | None:
     never fails the task.
     """
     try:
-        rendered = masked_json(canonical_json(value))
+        rendered = rendered_and_masked(value)[1]
     except UnrenderableValueError as error:
         log.warning("Durable: cannot fingerprint %s, so it runs live: %s", what, error)
         return None

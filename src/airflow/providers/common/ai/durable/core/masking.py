@@ -112,6 +112,45 @@ def masked(value: Any) -> tuple[Any, bool]:
     return _masked_copy(value)
 
 
+def renders_without_a_secret(value: Any) -> bool:
+    """
+    Whether :func:`masked` finds no secret in ``value``'s canonical JSON rendering loaded back,
+    told from ``value`` itself without rendering or parsing it: ``False`` where ``value`` holds
+    anything but JSON's own types (dicts with string keys, lists, tuples, strings, numbers,
+    booleans, None), whose strings in the rendering are not its own; ask the rendering then.
+    """
+    strings = _rendered_strings_of(value)
+    return strings is not None and not _holds_a_secret(_BETWEEN_STRINGS.join(strings))
+
+
+_JSON_ATOMS = frozenset({int, float, bool, type(None)})
+
+
+def _rendered_strings_of(value: Any) -> list[str] | None:
+    # What _strings_of reads in the rendering loaded back, in its order (a dict's keys sorted, as
+    # the rendering sorts them); None where a type would render as something else.
+    strings: list[str] = []
+    level = [value]
+    while level:
+        deeper: list[Any] = []
+        for item in level:
+            kind = type(item)
+            if kind is str:
+                strings.append(item)
+            elif kind is dict:
+                if any(type(key) is not str for key in item):
+                    return None
+                keys = sorted(item)
+                deeper.extend(keys)
+                deeper.extend(map(item.__getitem__, keys))
+            elif kind is list or kind is tuple:
+                deeper.extend(item)
+            elif kind not in _JSON_ATOMS:
+                return None
+        level = deeper
+    return strings
+
+
 def _masked_copy(value: Any) -> tuple[Any, bool]:
     # Not redact(value) on the whole structure: it also hides every value under a key that looks
     # sensitive, and a recorded answer's "input_tokens" would come back as "***".

@@ -33,8 +33,7 @@ from pydantic import ValidationError
 
 from airflow.providers.common.ai.durable.core.adapter import after_earlier_writes, marked_in_flight, settled
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
-from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
-from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
+from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_fingerprint_and_parts
 from airflow.providers.common.ai.durable.core.in_flight_calls import VerifiedCalls
 from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.runs import DurableRun
@@ -296,21 +295,17 @@ class DurableAgentRun:
         repeated = {call_id for call_id, n in Counter(call.call_id for call in calls).items() if n > 1}
         self.answer_tools = {tool.name: tool for tool in tools if tool.name in journaled}
         self._answer_tool_steps = []
-        self._tool_steps = {
-            call.call_id: self.run.claim(
-                "tool",
-                call.name,
-                fingerprint(
-                    {"name": call.name, "arguments": call.arguments, "call_id": call.call_id},
-                    what=f"tool {call.name!r}",
-                ),
-                parts=tool_call_parts(call.name, call.arguments, call.call_id),
-                # The SDK may not make a call it was asked for (it stops for an approval first).
-                counted_when_handed_out=True,
+        self._tool_steps = {}
+        for call in calls:
+            if call.call_id in repeated:
+                continue
+            fingerprinted, parts = tool_call_fingerprint_and_parts(
+                call.name, call.arguments, call.call_id, what=f"tool {call.name!r}"
             )
-            for call in calls
-            if call.call_id not in repeated
-        }
+            # The SDK may not make a call it was asked for (it stops for an approval first).
+            self._tool_steps[call.call_id] = self.run.claim(
+                "tool", call.name, fingerprinted, parts=parts, counted_when_handed_out=True
+            )
         for call in calls:
             step = self._tool_steps.get(call.call_id)
             if step is not None and step.interrupted:
