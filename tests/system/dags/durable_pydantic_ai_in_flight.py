@@ -10,7 +10,8 @@ DURABLE_TEST_OUT/payments.jsonl: a refund appends a line (no deduplication: a re
 twice), which ``refund_made`` finds by idempotency key. On try 1 the tool refunds, says where it
 runs (``in_refund_<dag_id>_<run_id>.json``) and waits: to be killed (SIGKILL or SIGTERM, by the
 test) or cut off by the task's ``execution_timeout``, one DAG for each. The tool of
-``in_flight_verify_pydantic_ai_late`` waits first and would refund after its ``execution_timeout``.
+``in_flight_verify_pydantic_ai_late`` waits first and refunds after its ``execution_timeout``: the
+try, stopped in a plain ``def`` tool, ends once the call has.
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ def _cut_off_here(ti: Any, seconds: int) -> None:
     current_journal().settle()  # the in-flight mark is stored (a guarded tool's was before it started)
     where = Path(os.environ["DURABLE_TEST_OUT"], f"in_refund_{ti.dag_id}_{ti.run_id}.json")
     where.write_text(json.dumps({"pid": os.getpid()}))
-    # execution_timeout (30 s after the task started) ends the try without waiting for the call:
-    # the worker process exits, and the tool's thread with it.
+    # execution_timeout (30 s after the task started) stops the try, which ends once this call has.
     time.sleep(seconds)
 
 
@@ -73,7 +73,7 @@ def refund_agent() -> Any:
         ti = get_current_context()["ti"]
         late = ti.dag_id.endswith("_late")
         if ti.try_number == 1 and late:
-            _cut_off_here(ti, seconds=45)  # the refund would land after execution_timeout
+            _cut_off_here(ti, seconds=45)  # the refund lands after execution_timeout
         with _payments().open("a") as payments:
             refund_id = f"P-{ti.dag_id}-{ti.try_number}"
             made = {

@@ -6,15 +6,12 @@ in flight (:func:`in_flight`).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
-import logging
-import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
+from airflow.providers.common.ai.durable.core.call_threads import call_threads, run_to_its_end
 from airflow.providers.common.ai.durable.core.in_flight import (
     DEFAULT_POLICY,
     RERUN,
@@ -23,11 +20,8 @@ from airflow.providers.common.ai.durable.core.in_flight import (
     attach_policy,
     attached_policy,
 )
-from airflow.providers.common.ai.durable.core.scope import running_step
 from airflow.providers.common.ai.durable.openai_agents._mcp import mcp_origin
 from airflow.providers.common.ai.durable.openai_agents._sdk_private import raised_checking_arguments, runs_in_a_thread
-
-log = logging.getLogger(__name__)
 
 TOOL_FAILURE = "_airflow_durable_tool_failure"
 
@@ -141,42 +135,6 @@ async def invoked_to_its_end(invoke: Callable[[], Awaitable[Any]], tool: Any, ca
 async def _invoked_to_its_end(invoke: Callable[[], Awaitable[Any]], tool: Any, call: str) -> tuple[Any, bool]:
     if not runs_in_a_thread(tool):
         return await invoke(), False
-    loop = asyncio.get_running_loop()
-    if loop not in _loops_with_call_threads:
-        # Public asyncio: the SDK's asyncio.to_thread runs the tool in the loop's default executor.
-        loop.set_default_executor(_CallThreads())
-        _loops_with_call_threads.add(loop)
-    step = running_step()
-    running = asyncio.ensure_future(invoke())
-    try:
-        return await asyncio.shield(running), False
-    except asyncio.CancelledError:
-        if not running.done():
-            log.warning(
-                "Durable: the try was stopped while %s ran in a thread, which nothing stops; the try ends "
-                "once the call has, so that the call never takes effect after the try",
-                call,
-            )
-            # Blocking the loop: the SDK waits only a moment for a cancelled tool call, then moves on.
-            concurrent.futures.wait(_call_threads.pop(step, []))
-        while not running.done():
-            # The SDK cancels a stopped run's tool calls more than once: each cancel is the same stop.
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({running})
-        return (None if running.cancelled() or running.exception() else running.result()), True
-
-
-#: The event loops whose default executor is a ``_CallThreads``, and the work each running tool call gave it.
-_loops_with_call_threads: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
-_call_threads: weakref.WeakKeyDictionary[Any, list[concurrent.futures.Future[Any]]] = weakref.WeakKeyDictionary()
-
-
-class _CallThreads(concurrent.futures.ThreadPoolExecutor):
-    """A loop's default executor that notes which journaled tool call (its running step) gave it work."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        future = super().submit(fn, *args, **kwargs)
-        if (step := running_step()) is not None:
-            futures = _call_threads.setdefault(step, [])
-            futures[:] = [*(f for f in futures if not f.done()), future]
-        return future
+    # The SDK's asyncio.to_thread runs the tool in the loop's default executor, which this makes the noting one.
+    call_threads()
+    return await run_to_its_end(invoke(), call)

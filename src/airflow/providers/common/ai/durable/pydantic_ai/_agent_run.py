@@ -9,6 +9,7 @@ runs live, named in a log line.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import DeferredToolRequests, DeferredToolResults
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
@@ -32,6 +33,7 @@ from airflow.providers.common.ai.durable.core.adapter import (
     marked_in_flight,
     settled,
 )
+from airflow.providers.common.ai.durable.core.call_threads import call_threads, run_to_its_end
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts
 from airflow.providers.common.ai.durable.core.fingerprint import fingerprint
 from airflow.providers.common.ai.durable.core.in_flight import InFlightPolicy
@@ -340,7 +342,9 @@ class DurableCapability(AbstractCapability[Any]):
         try:
             with step.running():
                 try:
-                    output = await handler(args)
+                    output, stopped = await _handled_to_its_end(handler, args, step.describe())
+                    if stopped:  # ran to its end; left in flight for the next try's policy, which now sees its effect
+                        raise asyncio.CancelledError
                 except ApprovalRequired as asked:
                     record_asked_for_approval(step, asked)
                     self._asked_for_approval.add(call.tool_call_id)
@@ -375,3 +379,13 @@ class DurableCapability(AbstractCapability[Any]):
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
             answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+async def _handled_to_its_end(handler: Any, args: Any, call: str) -> tuple[Any, bool]:
+    """
+    The tool's output, and whether the try was stopped while it ran. Pydantic AI runs a plain
+    ``def`` tool in a thread of the executor ``Agent.using_thread_executor`` sets, here the one of
+    ``call_threads``, so that a stopped try waits for the call to end (``run_to_its_end``).
+    """
+    with Agent.using_thread_executor(call_threads()):
+        return await run_to_its_end(handler(args), call)
