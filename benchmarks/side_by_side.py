@@ -25,8 +25,8 @@ This provider runs from this checkout's src/, as openai_agents.py measures it (i
 stored_and_clean_up()). The published one is driven as its task does on Airflow before 3.3, where
 its journal is a file: journal_scope(DurableJournal(DurableStorage(...))) with [common.ai]
 durable_cache_path on file:// under TMPDIR, a new storage each try, and DurableJournal.cleanup()
-timed after the replaying try, as its operator calls it. (On Airflow 3.3 its task keeps the journal
-in the task state store instead.) Its agent is openai_agents.py's agent() and tool, taken from that
+timed after the replaying try, as its AgentOperator calls it (a @task's run_durably_sync deletes the
+run alone, one delete fewer). On Airflow 3.3 its task keeps the journal in the task state store. Its agent is openai_agents.py's agent() and tool, taken from that
 file's source, since that module imports this provider. The workers' logs go to
 TMPDIR/side_by_side.<provider>.log.
 """
