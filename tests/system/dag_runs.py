@@ -150,6 +150,27 @@ def journal_keys(dag_id: str, run_id: str, task_id: str, tmp_path: Path, map_ind
         return sorted(stored_journal(TaskInstanceId(dag_id, run_id, task_id, map_index)))
 
 
+def segment_records(stored: dict[str, str]) -> list[tuple[str, str, str]]:
+    """
+    Every record of the journal segments among ``stored`` (rows or objects by key, files by path,
+    each as stored), superseded ones too, in segment order: (where it is stored, entry key, text).
+    What is stored beside the segments (a try summary) is passed on as (its key, "", its text).
+    """
+    from airflow.providers.common.ai.durable.core.segments import records_of, segment_number
+
+    def number(key: str) -> int | None:
+        return segment_number(key.rsplit("/", 1)[-1].removesuffix(".json").removesuffix(".log"))
+
+    found: list[tuple[str, str, str]] = []
+    for key in sorted(stored, key=lambda key: (key.rsplit("/", 1)[0], number(key) or 0)):
+        if number(key) is None:
+            found.append((key, "", stored[key]))
+            continue
+        segment = stored[key].encode("utf-8", "surrogatepass")
+        found += [(key, entry_key, text) for entry_key, text in records_of(segment)[0]]
+    return found
+
+
 def is_try_summary(entry: str) -> bool:
     """Whether a stored key or file is a try summary, kept on purpose after success."""
     from airflow.providers.common.ai.durable.airflow.summary_stores import SUMMARY_FOLDER_SUFFIX, SUMMARY_KEY_PREFIX

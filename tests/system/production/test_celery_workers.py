@@ -41,7 +41,7 @@ if _missing:
 
 from airflow_services import AirflowServices  # noqa: E402
 from cryptography.fernet import Fernet  # noqa: E402
-from dag_runs import openai_connection  # noqa: E402
+from dag_runs import openai_connection, segment_records  # noqa: E402
 from services import CeleryWorkers, PostgreSQL, Redis, migrate_database  # noqa: E402
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply  # noqa: E402
@@ -83,8 +83,12 @@ class Deployment:
                 self.workers.start(name)
 
     def journal(self, dag_id: str) -> dict[str, str]:
-        """What the store holds of ``dag_id``'s journals, as stored: key to raw text."""
-        return {key: text for key, text in self.stored(dag_id).items() if _is_journal_key(key)}
+        """
+        What the store holds of ``dag_id``'s journals, as stored: each record of their segments by
+        where it is stored and its entry's key (``<row or object>#1.2``), superseded ones too.
+        """
+        journal = {key: text for key, text in self.stored(dag_id).items() if _is_journal_key(key)}
+        return {f"{key}#{entry}": text for key, entry, text in segment_records(journal)}
 
     def journal_after_success(self, dag_id: str) -> dict[str, str]:
         """
@@ -233,7 +237,8 @@ def test_a_task_whose_worker_is_killed_in_a_tool_call_is_retried_on_another_work
 
     # R-47: what the store holds while try 1 waits is encrypted; none of it reads as plain text.
     stored = deployment.journal("production_tool_killed")
-    assert len(stored) == 4, stored  # two answers, a recorded tool call, the one in flight
+    # two answers, a recorded tool call, the one in flight
+    assert len({key.rsplit("#", 1)[1] for key in stored}) == 4, stored
     assert_encrypted(stored)
 
     killed = time.monotonic()

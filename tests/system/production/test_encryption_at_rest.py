@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from cryptography.fernet import Fernet
-from dag_runs import TEST_DAGS, durable_env, latest_run_id, run_dag_file, task_states
+from dag_runs import TEST_DAGS, durable_env, latest_run_id, run_dag_file, segment_records, task_states
 
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 from airflow.providers.common.ai.version_compat import AIRFLOW_V_3_3_PLUS
@@ -53,9 +53,13 @@ def test_the_journal_a_failed_task_leaves_in_the_store_holds_no_plain_text(tmp_p
     # retries=0: the failed try keeps its journal, for a clear to replay.
     assert task_states("durable_cleared", run_id) == {("triage", -1): ("failed", 1)}, run.output[-5000:]
 
-    stored = stored_texts("durable_cleared", run_id, tmp_path / "durable_cache")
-    journal = [key for key in stored if "summar" not in key]
-    assert len(journal) == 2, stored  # the model's answer and the tool's output
+    # Every record of the journal's segments, superseded ones too, and the try summaries beside them.
+    stored = {
+        f"{key}#{entry}": text
+        for key, entry, text in segment_records(stored_texts("durable_cleared", run_id, tmp_path / "durable_cache"))
+    }
+    journal = {key.rsplit("#", 1)[1] for key in stored if "summar" not in key}
+    assert journal == {"1.1", "1.2"}, stored  # the model's answer and the tool's output
     for key, text in stored.items():
         # One Fernet token and nothing beside it. A short plain text (the ticket id) is not looked
         # for in the token: base64 holds "T-5" now and then by chance.

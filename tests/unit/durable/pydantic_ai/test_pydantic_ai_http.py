@@ -314,14 +314,14 @@ def test_a_secret_in_a_tool_output_is_never_stored_and_the_call_runs_again():
         agent = Agent(_model(server))
 
         @agent.tool_plain
-        def password() -> str:
-            """The password."""
-            runs["password"] += 1
+        def fetch_credential() -> str:
+            """The credential."""
+            runs["fetch_credential"] += 1
             return f"it is {secret}"
 
         return agent
 
-    script = [reply.tool_calls(("password", {}, "call_1")), reply.text("Ok.")]
+    script = [reply.tool_calls(("fetch_credential", {}, "call_1")), reply.text("Ok.")]
     tries = Tries()
     with FakeOpenAIServer(script, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
@@ -330,7 +330,7 @@ def test_a_secret_in_a_tool_output_is_never_stored_and_the_call_runs_again():
         assert stored and not any(secret in text for text in stored)
         tries.attempt(make_agent(server), "Password?")
     # stored masked, never replayed as ***: the tool runs again, the model gets the real value
-    assert runs == {"password": 2}
+    assert runs == {"fetch_credential": 2}
     assert secret in server.requests[2].body["messages"][-1]["content"]
 
 
