@@ -1,9 +1,11 @@
 """
-The journal file's schema, pinned by golden files written by the code: ``golden/journal_file_v<N>.json``
-is what ``export_document`` and ``journal_file_text`` (the CLI's export, the page's download) write
-for one recorded run, byte for byte, in schema version N. ``UPDATE_GOLDEN=1`` writes the current
-version's file (a new version's only: a file of a released version is never rewritten; bump
-``journal_file.VERSION`` when the file changes). Files this release cannot use (truncated, of
+The journal file's schema, pinned by golden files written by the code:
+``golden/journal_file_v<N>_format_<F>.json`` is what ``export_document`` and ``journal_file_text``
+(the CLI's export, the page's download) write for one recorded run, byte for byte, in schema
+version N, its entries as the journal stores them in entry format F (``journal_file_v1.json``:
+format 7). ``UPDATE_GOLDEN=1`` writes the current version's file (a new version's or entry
+format's only: a file of a released version is never rewritten; bump ``journal_file.VERSION`` when
+the file's own fields change). Files this release cannot use (truncated, of
 another schema or version, of another task) are refused naming what to do.
 """
 
@@ -17,6 +19,7 @@ import pytest
 from agents import Agent, Model, ModelProvider, RunConfig, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.journal_file import (
     SCHEMA,
@@ -33,6 +36,8 @@ from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 from airflow.providers.common.ai.testing.replay import fingerprinted_with
 
 GOLDEN = Path(__file__).parent / "golden"
+#: The golden file this release writes: its schema version, its entries' format.
+CURRENT = GOLDEN / f"journal_file_v{VERSION}_format_{FORMAT_VERSION}.json"
 #: A fixed [core] fernet_key: the fingerprints in the file are keyed by it.
 FERNET_KEY = "dGhlIGdvbGRlbiBqb3VybmFsIGZpbGVzIGtleS4uLi4="
 #: A secret the masker knows (a connection's password, say): masked where it shows, as the journal records.
@@ -91,7 +96,7 @@ def golden_key():
 
 
 def test_the_export_writes_the_golden_file_of_its_schema_version_byte_for_byte(golden_key):
-    path = GOLDEN / f"journal_file_v{VERSION}.json"
+    path = CURRENT
     written = recorded_file()
     assert written == recorded_file()  # deterministic: the same run writes the same bytes
     if os.environ.get("UPDATE_GOLDEN") == "1" and not path.exists():
@@ -99,7 +104,8 @@ def test_the_export_writes_the_golden_file_of_its_schema_version_byte_for_byte(g
     assert path.exists(), f"no golden file of version {VERSION}: run this test with UPDATE_GOLDEN=1"
     assert written == path.read_text(encoding="utf-8"), (
         f"export writes other files than {path.name}: the journal file's schema changed; bump "
-        "journal_file.VERSION (and read the old versions), then write the new golden file with UPDATE_GOLDEN=1"
+        "journal_file.VERSION (and read the old versions; or the entries' FORMAT_VERSION), then write the new "
+        "golden file with UPDATE_GOLDEN=1"
     )
 
 
@@ -114,7 +120,7 @@ def test_every_golden_file_is_read_back_with_its_steps(path):
 
 
 def golden_text() -> str:
-    return (GOLDEN / f"journal_file_v{VERSION}.json").read_text(encoding="utf-8")
+    return CURRENT.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("cut", [1, 100, 0.5, -2])

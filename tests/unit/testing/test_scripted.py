@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from agents import Agent, Runner, function_tool
-from test_journal_file_golden import FERNET_KEY, GOLDEN, PROMPT, lookup_ticket, secret_known_to_the_masker
+from test_journal_file_golden import CURRENT, FERNET_KEY, GOLDEN, PROMPT, lookup_ticket, secret_known_to_the_masker
 
-from airflow.providers.common.ai.durable.core.journal_file import VERSION
+from airflow.providers.common.ai.durable.core.journal_file import read_journal_file
 from airflow.providers.common.ai.testing.scripted import ScriptMiss, scripted_from_file
 
-FILE = GOLDEN / f"journal_file_v{VERSION}.json"
+FILE = CURRENT
 INSTRUCTIONS = "Triage the ticket."
 
 
@@ -39,10 +39,17 @@ def _counting(invoke, runs):
     return counted
 
 
-def test_the_recorded_run_replays_on_the_scripted_model_and_the_stub_without_the_tool(ran):
-    recorded = scripted_from_file(FILE, fernet_key=FERNET_KEY)
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("journal_file_v*.json")), ids=lambda path: path.stem)
+def test_the_recorded_run_replays_on_the_scripted_model_and_the_stub_without_the_tool(ran, path):
+    recorded = scripted_from_file(path, fernet_key=FERNET_KEY)
 
     result = Runner.run_sync(triage(recorded), PROMPT)
+
+    # Each answer reports the tokens it used when it was recorded (format 8: from the entry's meta).
+    steps = read_journal_file(path.read_text(encoding="utf-8"), name=path.name).steps
+    recorded_tokens = sum(entry["meta"]["tokens"] for _, entry in steps if entry["kind"] == "model")
+    usage = result.context_wrapper.usage
+    assert (usage.requests, usage.total_tokens) == (2, recorded_tokens)
 
     assert result.final_output == "Billing, urgent."
     assert recorded.answered == ["1.1", "1.2", "1.3"]

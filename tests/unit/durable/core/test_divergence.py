@@ -142,6 +142,41 @@ def test_a_later_model_call_whose_input_changed_is_named_at_its_position_in_the_
     )
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(["Be brief.", "Be brief."], ["Be brief.", "Be kind."]), (["Be brief.", "Be kind."], ["Be brief.", "Be brief."])],
+    ids=["recorded-as-the-call-before", "recorded-changed"],
+)
+def test_a_later_model_call_whose_instructions_changed_is_named_whether_its_entry_stored_them_or_not(
+    first, second, caplog
+):
+    # Format 8: a later model call's entry leaves out the parts its run's call before had the same.
+    storage = InMemoryStorage()
+    stored_parts = []
+    for texts in (first, second):
+        calls: list[str] = []
+
+        def instructions(context, agent) -> str:
+            # The first model call of the try gets the first text, every later one the second.
+            calls.append(texts[min(len(calls), 1)])  # noqa: B023 (each try's own, called within the try)
+            return calls[-1]  # noqa: B023
+
+        model = ScriptedModel([[function_call("weather", {"city": "Paris"}, call_id="c1")], [assistant_message("ok")]])
+        with journal_scope(DurableJournal(storage)), caplog.at_level(logging.WARNING):
+            run_durably_sync(agent(model, instructions=instructions), "Weather?")
+        stored_parts.append(set(json.loads(storage.entries["1.3"])["parts"]))
+    assert (
+        "step=model 'ScriptedModel' at 1.3 reason='it asks something other than the recorded call: "
+        "the instructions changed'" in caplog.text
+    )
+    # What try 1 and try 2 stored at 1.3: the input, and the instructions where they changed since 1.1.
+    assert (
+        stored_parts == [{"input"}, {"input", "instructions"}]
+        if first[0] == first[1]
+        else [{"input", "instructions"}, {"input"}]
+    )
+
+
 def test_a_tool_call_asked_with_other_arguments_names_the_argument():
     # Try 1's last answer is discarded (MaxTurnsExceeded): try 2 asks the model again at 1.3, live
     # but not diverged, and its answer asks the tool at 1.4 with another city than recorded.

@@ -1,12 +1,12 @@
 """
 The journal's storage format, pinned by journals the code that writes them recorded.
 
-``golden/format_7`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
-scenario of ``golden/scenarios.py``, ``golden/format_6`` to ``golden/format_2`` what the
+``golden/format_8`` holds what ``golden/record.py`` recorded with ``run_durably_sync`` for each
+scenario of ``golden/scenarios.py``, ``golden/format_7`` to ``golden/format_2`` what the
 releases before recorded (format 3 added the part digests that name what changed, format 4 stores
 for a later model call of a run only the digests of the input items it added, format 5 keeps when
 a call in flight started, format 6 a model call's input and output tokens and cost, format 7 the policy of a call in
-flight); each is replayed
+flight, format 8 stores the same in fewer bytes); each is replayed
 here by the next try of that scenario. The hand-written ``golden/format_1`` is what release 0.1.0
 wrote: this release sets it aside.
 """
@@ -43,8 +43,9 @@ FORMAT_4 = GOLDEN / "format_4"
 FORMAT_5 = GOLDEN / "format_5"
 FORMAT_6 = GOLDEN / "format_6"
 FORMAT_7 = GOLDEN / "format_7"
+FORMAT_8 = GOLDEN / "format_8"
 #: Every format this release replays, each with its golden journals.
-REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6, FORMAT_7]
+REPLAYED_FORMATS = [FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6, FORMAT_7, FORMAT_8]
 RECORDER = GOLDEN / "record.py"
 
 SCENARIO_NAMES = [scenario.name for scenario in SCENARIOS]
@@ -99,6 +100,13 @@ def replayed(name: str, golden: Path = FORMAT_6) -> Try:
 def identity(text: str) -> tuple[object, ...]:
     entry = json.loads(text)
     return entry["kind"], entry["name"], entry["fingerprint"], entry["follows"]
+
+
+def stored_identity(text: str) -> tuple[object, ...]:
+    """:func:`identity` as format 8 stores it: the first 128 bits of the fingerprint's digest and of ``follows``."""
+    kind, name, fingerprint, follows = identity(text)
+    key, _, digest = fingerprint.rpartition(":")
+    return kind, name, f"{key}:{digest[:32]}", follows[:32]
 
 
 # Formats 2 and 3, recorded by run_durably_sync
@@ -190,6 +198,40 @@ def test_format_7_is_format_6_with_the_policy_of_each_call_in_flight(name):
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_format_8_is_format_7_stored_shorter(name):
+    """
+    The fingerprint and ``follows`` cut to 128 bits; a model call's parts but the input left out
+    where its run's model call before had them the same; no empty ``meta``; a model answer without
+    its usage or its empty optional fields.
+    """
+    format_7, format_8 = golden_entries(FORMAT_7 / name), golden_entries(FORMAT_8 / name)
+    assert set(format_7) == set(format_8)
+    before: dict[str, dict] = {}
+    left_out = 0
+    for key in sorted(set(format_8) - {"0"}, key=lambda key: [int(number) for number in key.split(".")]):
+        entry_7, entry_8 = json.loads(format_7[key]), json.loads(format_8[key])
+        assert stored_identity(format_8[key]) == identity(format_8[key]) == stored_identity(format_7[key])
+        for field in ("fingerprint", "follows"):
+            entry_7.pop(field), entry_8.pop(field)
+        if entry_7.get("meta") == {}:
+            del entry_7["meta"]
+        if entry_7["kind"] == "model":
+            run, parts_7 = key.rpartition(".")[0], entry_7["parts"]
+            if run in before:
+                entry_7["parts"] = {part: v for part, v in parts_7.items() if part == "input" or before[run][part] != v}
+                left_out += len(parts_7) - len(entry_7["parts"])
+            before[run] = parts_7
+            if isinstance(entry_7.get("result"), dict):
+                del entry_7["result"]["usage"]
+                for field in ("request_id", "raw_usage"):
+                    if entry_7["result"][field] is None:
+                        del entry_7["result"][field]
+        assert {**entry_8, "format": 7} == entry_7, key
+    if name == "plain":
+        assert left_out == 7  # the model, instructions, settings, tools, output schema, handoffs, prompt
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
 def test_a_replay_computes_the_fingerprints_the_golden_journal_holds(name, golden, golden_key, caplog):
     entries = golden_entries(golden / name)
     storage = storage_of(entries)
@@ -203,7 +245,7 @@ def test_a_replay_computes_the_fingerprints_the_golden_journal_holds(name, golde
     assert set(storage.entries) - set(entries) == ADDED[name]
     # A call run again asks what it asked when its mark was written, and now holds its result.
     for key in rewritten:
-        assert identity(storage.entries[key]) == identity(entries[key])
+        assert stored_identity(storage.entries[key]) == stored_identity(entries[key])
         assert json.loads(storage.entries[key])["state"] == "done"
         assert json.loads(storage.entries[key])["format"] == FORMAT_VERSION
 

@@ -204,16 +204,18 @@ def test_a_masked_pin_in_a_tool_call_cannot_be_brute_forced_from_its_fingerprint
     call_digest, value_digest = hash_after(before), hash_after(b'"')
     # The tool call's fingerprint and its argument's part digest, as the old code took them.
     old = hashes_stored_without_masking(monkeypatch, {"pin": pin})
-    assert {call_digest(pin.encode() + after).hex(), value_digest(pin.encode() + b'"').hex()[:12]} <= old
+    # An entry stores a fingerprint's first 128 bits (format 8).
+    assert {call_digest(pin.encode() + after).hex()[:32], value_digest(pin.encode() + b'"').hex()[:12]} <= old
     mask_secret(pin)
     stored = hash_texts(Lookup({"pin": pin}).first_try())
 
-    fingerprints = {bytes.fromhex(digest) for digest in stored if len(digest) == 64}
+    fingerprints = {bytes.fromhex(digest) for digest in stored if len(digest) == 32}
     part_digests = {bytes.fromhex(digest) for digest in stored if len(digest) == 12}
     found = [
         number
         for number in range(1_000_000)
-        if call_digest(b"%06d" % number + after) in fingerprints or value_digest(b'%06d"' % number)[:6] in part_digests
+        if call_digest(b"%06d" % number + after)[:16] in fingerprints
+        or value_digest(b'%06d"' % number)[:6] in part_digests
     ]
     assert found == []
 

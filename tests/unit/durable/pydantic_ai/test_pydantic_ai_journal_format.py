@@ -1,8 +1,9 @@
 """
 The journal's storage format as the Pydantic AI adapter writes it, pinned by golden journals:
-``golden/pydantic_ai_runs/format_7`` holds what ``golden/record.py --pydantic-ai`` recorded for each
+``golden/pydantic_ai_runs/format_8`` holds what ``golden/record.py --pydantic-ai`` recorded for each
 scenario of ``golden/pydantic_ai_scenarios.py`` (a plain run with a tool, a streamed run cut off in
-its second answer, a tool that asked for an approval); each is replayed here by its next try.
+its second answer, a tool that asked for an approval), ``format_7`` what the release before
+recorded; each is replayed here by its next try.
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 PYDANTIC_AI_GOLDEN = GOLDEN / "pydantic_ai_runs" / f"format_{FORMAT_VERSION}"
+#: Every format of the Pydantic AI adapter's golden journals this release replays.
+REPLAYED_FORMATS = [GOLDEN / "pydantic_ai_runs" / "format_7", PYDANTIC_AI_GOLDEN]
 RECORDER = GOLDEN / "record.py"
+
+
+@pytest.fixture(params=REPLAYED_FORMATS, ids=lambda directory: directory.name)
+def golden(request) -> Path:
+    """The golden directory of one format this release replays."""
+    return request.param
 
 
 @pytest.fixture(autouse=True)
@@ -39,14 +48,14 @@ def golden_key(monkeypatch):
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", FERNET_KEY)
 
 
-def golden_entries(name: str) -> dict[str, str]:
-    return {path.stem: path.read_text(encoding="utf-8") for path in (PYDANTIC_AI_GOLDEN / name).glob("*.json")}
+def golden_entries(name: str, golden: Path = PYDANTIC_AI_GOLDEN) -> dict[str, str]:
+    return {path.stem: path.read_text(encoding="utf-8") for path in (golden / name).glob("*.json")}
 
 
-def replayed(name: str) -> list[Try]:
-    """The tries that replay scenario ``name``'s golden journal."""
+def replayed(name: str, golden: Path) -> list[Try]:
+    """The tries that replay scenario ``name``'s golden journal of the format ``golden`` holds."""
     storage = InMemoryStorage()
-    storage.entries.update(golden_entries(name))
+    storage.entries.update(golden_entries(name, golden))
     return SCENARIOS_BY_NAME[name].replay(storage)
 
 
@@ -68,10 +77,10 @@ def test_the_recorder_writes_the_checked_in_pydantic_ai_golden_files_byte_for_by
 
 
 @pytest.mark.parametrize("name", [scenario.name for scenario in SCENARIOS])
-def test_each_pydantic_ai_golden_journal_holds_the_steps_its_scenario_is_about(name):
-    entries = {key: json.loads(text) for key, text in golden_entries(name).items()}
+def test_each_pydantic_ai_golden_journal_holds_the_steps_its_scenario_is_about(name, golden):
+    entries = {key: json.loads(text) for key, text in golden_entries(name, golden).items()}
     assert {key: (entry["kind"], entry["state"]) for key, entry in entries.items()} == SCENARIOS_BY_NAME[name].entries
-    assert {entry["format"] for entry in entries.values()} == {FORMAT_VERSION}
+    assert {entry["format"] for entry in entries.values()} == {int(golden.name.removeprefix("format_"))}
     # A model call's tokens, recorded with its answer (the scripted model has no price, so no cost).
     for entry in (entry for entry in entries.values() if entry["kind"] == "model"):
         meta = entry["meta"]
@@ -79,16 +88,16 @@ def test_each_pydantic_ai_golden_journal_holds_the_steps_its_scenario_is_about(n
         assert meta["tokens"] == meta["input_tokens"] + meta["output_tokens"] > 0
 
 
-def test_a_plain_pydantic_ai_run_replays_every_request_and_tool_call():
-    [retry] = replayed("plain")
+def test_a_plain_pydantic_ai_run_replays_every_request_and_tool_call(golden):
+    [retry] = replayed("plain", golden)
 
     assert (retry.model_requests, retry.tool_runs) == (0, {})
     assert retry.output == "Sunny in Paris."
     assert retry.journal.stats.replayed == {"model": 2, "tool": 1}
 
 
-def test_a_streamed_pydantic_ai_run_streams_the_recorded_answer_and_asks_the_cut_off_one_again():
-    [retry] = replayed("streamed")
+def test_a_streamed_pydantic_ai_run_streams_the_recorded_answer_and_asks_the_cut_off_one_again(golden):
+    [retry] = replayed("streamed", golden)
 
     assert (retry.model_requests, retry.tool_runs) == (1, {})
     assert retry.output == "Sunny in Paris."
@@ -100,8 +109,8 @@ def test_a_streamed_pydantic_ai_run_streams_the_recorded_answer_and_asks_the_cut
     assert isinstance(retry.events[-1], PartEndEvent) and retry.events[-1].part == TextPart("Sunny in Paris.")
 
 
-def test_a_tool_that_asked_for_an_approval_is_asked_nothing_again_and_runs_once_approved():
-    waiting, resumed = replayed("asked_for_approval")
+def test_a_tool_that_asked_for_an_approval_is_asked_nothing_again_and_runs_once_approved(golden):
+    waiting, resumed = replayed("asked_for_approval", golden)
 
     # The next try finds the request asked and waits for its answer: nothing is sent, nothing runs.
     assert (waiting.model_requests, waiting.tool_runs) == (0, {})
@@ -111,4 +120,4 @@ def test_a_tool_that_asked_for_an_approval_is_asked_nothing_again_and_runs_once_
     assert resumed.output == "Paid 50."
     assert resumed.journal.stats.replayed == {"model": 1, "tool": 1}
     assert resumed.journal.stats.approvals == ["pay approved by alice"]
-    assert APPROVAL_STEP in {json.loads(text)["kind"] for text in golden_entries("asked_for_approval").values()}
+    assert APPROVAL_STEP in {json.loads(text)["kind"] for text in golden_entries("asked_for_approval", golden).values()}

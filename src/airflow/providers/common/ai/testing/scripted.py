@@ -31,12 +31,30 @@ from typing import Any
 from agents import FunctionTool, ModelResponse
 from pydantic import TypeAdapter
 
-from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_parts, why_calls_differ
+from airflow.providers.common.ai.durable.core.divergence import (
+    ModelCalls,
+    parts_in_full,
+    tool_call_parts,
+    why_calls_differ,
+)
+from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
 from airflow.providers.common.ai.durable.core.journal_file import JournalFile
 from airflow.providers.common.ai.durable.openai_agents._model import request_of
 from airflow.providers.common.ai.testing.replay import check_fingerprint_key, fingerprinted_with, load_journal_file
 
 _RESPONSES = TypeAdapter(ModelResponse)
+
+
+def _answer_of(entry: dict[str, Any]) -> Any:
+    """A recorded model answer with its usage: from ``meta`` where the entry leaves it out (format 8)."""
+    result = entry.get("result")
+    if not isinstance(result, dict) or "usage" in result:
+        return result
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    tokens = {field: meta[field] for field in ("input_tokens", "output_tokens") if isinstance(meta.get(field), int)}
+    total = meta.get("tokens") if isinstance(meta.get("tokens"), int) else sum(tokens.values())
+    return {**result, "usage": {"requests": 1, **tokens, "total_tokens": total}}
 
 
 class ScriptMiss(AssertionError):
@@ -92,15 +110,16 @@ class RecordedScript:
             }
             for recorded in self.model_calls:
                 fingerprint = described[str(recorded.entry.get("name"))][0]
-                if not recorded.used and fingerprint is not None and recorded.entry.get("fingerprint") == fingerprint:
+                if not recorded.used and recorded_form(recorded.entry.get("fingerprint"), fingerprint) is not None:
                     recorded.used = True
                     self.answered.append(recorded.key)
-                    return _RESPONSES.validate_python(recorded.entry.get("result"))
+                    return _RESPONSES.validate_python(_answer_of(recorded.entry))
             expected = next((recorded for recorded in self.model_calls if not recorded.used), None)
             if expected is None:
                 raise ScriptMiss(f"a model call came after every recorded one was answered ({len(self.model_calls)})")
             fingerprint, parts = described[str(expected.entry.get("name"))]
-            why = why_calls_differ(expected.entry, fingerprint or "", parts)
+            # The recorded parts are in full (see scripted_from_file): none is left out to fill.
+            why = why_calls_differ(expected.entry, fingerprint or "", parts, lined_up=False)
         raise ScriptMiss(
             f"model call {len(self.answered) + 1} of the run is no recorded call: it was expected to be "
             f"model {expected.entry.get('name')!r} at {expected.key}, and {why}"
@@ -148,11 +167,12 @@ def scripted_from_file(journal_file: str | Path | JournalFile, *, fernet_key: st
     with fingerprinted_with(fernet_key):
         check_fingerprint_key(journal_file)
     script = RecordedScript(journal_file, fernet_key)
+    full_parts = parts_in_full(journal_file.steps)
     for key, entry in journal_file.steps:
         if entry.get("state") not in ("done", "masked"):
             continue  # a call in flight or failed has no answer to give
         if entry.get("kind") == "model":
-            script.model_calls.append(_Recorded(key, entry))
+            script.model_calls.append(_Recorded(key, {**entry, "parts": full_parts.get(key, entry.get("parts"))}))
         elif entry.get("kind") == "tool":
             script.tool_calls.append(_Recorded(key, entry))
     return script

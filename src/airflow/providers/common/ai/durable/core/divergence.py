@@ -204,9 +204,50 @@ class InputDigests:
 
 
 class Parts(dict[str, Any]):
-    """A call's part digests as its entry stores them; for a model call, with its whole input's digests."""
+    """
+    A model call's part digests, with its whole input's digests and the parts of the run's call
+    before it (``None`` for the first), of which its entry stores only the parts that changed.
+    """
 
     input_digests: InputDigests | None = None
+    before: dict[str, Any] | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """
+        What the entry stores (format 8): the input, and each other part the call before did not
+        have the same; a part the call before had and this one has not, as ``null``.
+        """
+        if self.before is None:
+            return dict(self)
+        stored = {
+            part: digests for part, digests in self.items() if part == "input" or self.before.get(part) != digests
+        }
+        return stored | {part: None for part in self.before if part not in self}
+
+
+def stored_parts(parts: dict[str, Any]) -> dict[str, Any]:
+    """What an entry stores of a call's part digests."""
+    return parts.stored() if isinstance(parts, Parts) else parts
+
+
+def parts_in_full(steps: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """
+    The part digests of each model call's entry in full, by key, from a journal's entries in the
+    order of their positions: a format 8 entry leaves out those its run's model call before it had
+    the same (see :meth:`Parts.stored`).
+    """
+    full: dict[str, dict[str, Any]] = {}
+    before: dict[str, dict[str, Any]] = {}  # by run
+    for key, entry in steps:
+        parts, format_ = entry.get("parts"), entry.get("format")
+        if entry.get("kind") != "model" or not isinstance(parts, dict):
+            continue
+        run = key.rpartition(".")[0]
+        if isinstance(format_, int) and format_ >= 8 and run in before:
+            parts = before[run] | parts
+        before[run] = {part: digests for part, digests in parts.items() if part != "input"}
+        full[key] = parts
+    return full
 
 
 class ModelCalls:
@@ -229,6 +270,8 @@ class ModelCalls:
         self._head = ""
         self._hashed: FingerprintHasher | None = None
         self._hashed_items = 0
+        # The parts but the input of the latest call, once there was one.
+        self._before: dict[str, Any] | None = None
 
     def fingerprint_and_parts(self, request: dict[str, Any], *, what: str) -> tuple[str | None, Parts | None]:
         """
@@ -243,6 +286,7 @@ class ModelCalls:
 
     def _digested(self, request: dict[str, Any]) -> tuple[str, Parts]:
         parts = Parts()
+        parts.before = self._before
         fields: dict[str, str] = {}
         for part, value in request.items():
             if part == "input" and isinstance(value, list):
@@ -250,6 +294,7 @@ class ModelCalls:
                 parts[part] = parts.input_digests.stored()
             else:
                 fields[part], parts[part] = self._part(part, value)
+        self._before = {part: digests for part, digests in parts.items() if part != "input"}
         # The request's canonical JSON (keys sorted), its input's items hashed once per run.
         fields = dict(sorted(fields.items()))
         if parts.input_digests is None:
@@ -342,6 +387,22 @@ def _part_changed(part: str, recorded: Any, current: Any) -> list[str]:
     return [f"{label} changed"]
 
 
+def _recorded_parts(entry: dict[str, Any], current: dict[str, Any] | None, lined_up: bool) -> Any:
+    """
+    The part digests a recorded entry stands for. A model call's entry of format 8 stores only the
+    parts the call before it did not have the same: that call lined up with the current call's
+    before, so a part left out is as the current call's before has it. Where the entry does not
+    line up, a part left out cannot be compared: it is taken as unchanged.
+    """
+    recorded = entry.get("parts")
+    format_ = entry.get("format")
+    before = getattr(current, "before", None)
+    if not (isinstance(recorded, dict) and isinstance(format_, int) and format_ >= 8 and before is not None):
+        return recorded
+    left_out: dict[str, Any] = before if lined_up or current is None else current
+    return {part: digests for part, digests in left_out.items() if part != "input"} | recorded
+
+
 def what_changed(recorded: Any, current: dict[str, Any] | None) -> str | None:
     """
     What differs between a recorded call's part digests and the current call's, in words
@@ -361,12 +422,17 @@ def what_changed(recorded: Any, current: dict[str, Any] | None) -> str | None:
     return "; ".join(changes) if changes else None
 
 
-def why_calls_differ(entry: dict[str, Any], fingerprint: str, parts: dict[str, Any] | None) -> str:
-    """Why the recorded ``entry`` does not match a call with ``fingerprint`` and ``parts``, naming what changed."""
+def why_calls_differ(
+    entry: dict[str, Any], fingerprint: str, parts: dict[str, Any] | None, *, lined_up: bool = True
+) -> str:
+    """
+    Why the recorded ``entry`` does not match a call with ``fingerprint`` and ``parts``, naming
+    what changed; ``lined_up``: the entry follows the same calls as this one (its ``follows``).
+    """
     recorded = entry.get("fingerprint")
     # Digests under another key cannot be compared: the fingerprints' own reason names the key.
     same_key = isinstance(recorded, str) and recorded.rpartition(":")[0] == fingerprint.rpartition(":")[0]
-    changed = what_changed(entry.get("parts"), parts) if same_key else None
+    changed = what_changed(_recorded_parts(entry, parts, lined_up), parts) if same_key else None
     if changed:
         return f"it asks something other than the recorded call: {changed}"
     return why_fingerprints_differ(recorded, fingerprint)

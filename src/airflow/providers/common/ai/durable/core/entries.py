@@ -10,7 +10,7 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
-from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
+from airflow.providers.common.ai.durable.core.fingerprint import recorded_digest_is, recorded_form
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +22,13 @@ log = logging.getLogger(__name__)
 #: price is known, its cost in US dollars (what a replay of it saves, R-59).
 #: Format 7: an in-flight mark's ``meta`` also names the in-flight policy its tool had (``policy``),
 #: so that a call whose run changed and whose tool no longer has its name is resolved as it allowed.
-#: Formats 2 to 6 replay as they are: their fingerprints are the ones this release computes.
-FORMAT_VERSION = 7
-READABLE_FORMATS = frozenset({2, 3, 4, 5, 6, 7})
+#: Format 8 stores less of the same: a fingerprint's and ``follows``'s first 128 bits, a model
+#: call's parts but its input only where the call before it had them otherwise, no ``meta`` when
+#: there is none, and a model answer without its usage (a replay reports none, R-7; ``meta``
+#: keeps its tokens and cost) or the fields it left empty.
+#: Formats 2 to 7 replay as they are: their fingerprints are the ones this release computes.
+FORMAT_VERSION = 8
+READABLE_FORMATS = frozenset({2, 3, 4, 5, 6, 7, 8})
 
 #: The states of an entry: only a done one replays. A started entry holds a new run's number; an
 # in-flight one marks a call that an idempotency key guards; a masked one held a secret.
@@ -130,6 +134,8 @@ def run_starts_with(entry: dict[str, Any] | None, identity: tuple[str, str, str 
     if entry is None:
         return False
     kind, name, fingerprint, follows = identity
-    return (entry.get("kind"), entry.get("name"), entry.get("follows")) == (kind, name, follows) and (
-        recorded_form(entry.get("fingerprint"), fingerprint) is not None
+    return (
+        (entry.get("kind"), entry.get("name")) == (kind, name)
+        and recorded_digest_is(entry.get("follows"), follows)
+        and recorded_form(entry.get("fingerprint"), fingerprint) is not None
     )

@@ -255,17 +255,39 @@ def fingerprint(value: Any, *, what: str = "a call") -> str | None:
     return fingerprint_of_json(rendered)
 
 
+def stored_fingerprint(fingerprint: str | None) -> str | None:
+    """What an entry stores of ``fingerprint`` (format 8): its key's name and the first 128 bits of its digest."""
+    if fingerprint is None:
+        return None
+    key, colon, digest = fingerprint.rpartition(":")
+    return f"{key}{colon}{stored_digest(digest)}"
+
+
+def stored_digest(digest: str) -> str:
+    """What an entry stores of a SHA-256 hex digest (format 8): its first 128 bits."""
+    return digest[:32] if len(digest) == 64 else digest
+
+
+def recorded_digest_is(recorded: Any, digest: str) -> bool:
+    """Whether ``recorded`` is ``digest`` as an entry of any format stores it (whole, or as :func:`stored_digest`)."""
+    return recorded == digest or recorded == stored_digest(digest)
+
+
 def recorded_form(recorded: Any, current: str | None) -> str | None:
     """
-    ``recorded`` when it fingerprints the same call as ``current``, under the current key or
-    under a later key of ``[core] fernet_key`` (one the current key replaced); else ``None``.
+    The form of ``current`` that ``recorded`` stores (whole, or as :func:`stored_fingerprint`):
+    under the current key or under a later key of ``[core] fernet_key`` (one the current key
+    replaced); ``None`` when ``recorded`` fingerprints another call.
 
-    A step that matches under an older key takes the recorded form as its own, so that the steps
-    after it follow the chain that was recorded.
+    A step that matches under an older key takes that form as its own, so that the steps after it
+    follow the chain that was recorded.
     """
     if current is None or not isinstance(recorded, str):
         return None
-    return recorded if recorded in getattr(current, "forms", (current,)) else None
+    for form in getattr(current, "forms", (current,)):
+        if recorded == form or recorded == stored_fingerprint(form):
+            return form
+    return None
 
 
 def _key_of(fingerprint: Any) -> str | None:

@@ -49,7 +49,7 @@ from airflow.providers.common.ai.durable.core.entries import (
     text_of,
     why_another_call,
 )
-from airflow.providers.common.ai.durable.core.fingerprint import fingerprint_key_pinned
+from airflow.providers.common.ai.durable.core.fingerprint import fingerprint_key_pinned, recorded_digest_is
 from airflow.providers.common.ai.durable.core.host import Host, current_host
 from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD, JournalIO
 from airflow.providers.common.ai.durable.core.runs import CallLeftInFlight, DurableRun
@@ -278,7 +278,7 @@ class DurableJournal:
                 for number, (entry, _) in enumerate(runs.recorded[: run.number - 1], start=1)
                 if number not in runs.taken | runs.taken_over
                 and entry is not None
-                and entry.get("follows") == run.follows
+                and recorded_digest_is(entry.get("follows"), run.follows)
             ]
             runs.taken_over.update(numbers)
         paths = [f"{parent}.{number}" if parent else str(number) for number in numbers]

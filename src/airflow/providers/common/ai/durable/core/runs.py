@@ -32,6 +32,7 @@ from airflow.providers.common.ai.durable.core.entries import (
     text_of,
     why_another_call,
 )
+from airflow.providers.common.ai.durable.core.fingerprint import recorded_digest_is, recorded_form
 from airflow.providers.common.ai.durable.core.in_flight import RESOLUTION_META
 from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD
 from airflow.providers.common.ai.durable.core.steps import JournalStep, idempotency_key_of
@@ -159,9 +160,10 @@ class DurableRun:
             step.take_recorded_fingerprint(entry.get("fingerprint"))
         if (entry.get("kind"), entry.get("name")) != (step.kind, step.name):
             self.diverge(step, why_another_call(entry, step.kind))
-        elif entry.get("fingerprint") != step.fingerprint:
-            self.diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts))
-        elif entry.get("follows") != step.follows:
+        elif recorded_form(entry.get("fingerprint"), step.fingerprint) is None:
+            lined_up = recorded_digest_is(entry.get("follows"), step.follows)
+            self.diverge(step, why_calls_differ(entry, step.fingerprint or "", step.parts, lined_up=lined_up))
+        elif not recorded_digest_is(entry.get("follows"), step.follows):
             self.diverge(step, "an earlier call of this run changed since it was recorded")
         elif state == IN_FLIGHT:
             # Its outcome is unknown: the adapter resolves it by its tool's policy.

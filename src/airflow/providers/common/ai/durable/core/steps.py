@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.durable.core import events
+from airflow.providers.common.ai.durable.core.divergence import stored_parts
 from airflow.providers.common.ai.durable.core.entries import (
     DISCARDED,
     DONE,
@@ -22,7 +23,7 @@ from airflow.providers.common.ai.durable.core.entries import (
     STARTED,
     json_text,
 )
-from airflow.providers.common.ai.durable.core.fingerprint import recorded_form
+from airflow.providers.common.ai.durable.core.fingerprint import recorded_form, stored_digest, stored_fingerprint
 from airflow.providers.common.ai.durable.core.in_flight import (
     ASKED_META,
     POLICY_META,
@@ -216,7 +217,7 @@ class JournalStep:
             **({RESOLUTION_META: self.resolution} if self.resolution is not None else {}),
             **(meta or {}),
         }
-        written = self._write(self._entry(state, result=stored, meta=meta), what="result")
+        written = self._write(self._entry(state, result=stored, **({"meta": meta} if meta else {})), what="result")
         if written:
             self.recorded = stored
         if written and held_a_secret:
@@ -408,10 +409,10 @@ class JournalStep:
             "format": FORMAT_VERSION,
             "kind": self.kind,
             "name": self.stored_name,
-            "fingerprint": self.fingerprint,
-            "follows": self.follows,
+            "fingerprint": stored_fingerprint(self.fingerprint),
+            "follows": stored_digest(self.follows),
             "state": state,
-            **({"parts": self.parts} if self.parts is not None else {}),
+            **({"parts": stored_parts(self.parts)} if self.parts is not None else {}),
             **({"twins": sorted(self.run.twins)} if self.position == 1 and self.run.twins else {}),
             **fields,
         }

@@ -55,7 +55,9 @@ from airflow.providers.common.ai.durable.openai_agents._model import (
     as_the_client_built_it,
     completed_event,
     model_name_of,
+    recorded_response,
     request_of,
+    with_no_usage,
 )
 from airflow.providers.common.ai.durable.openai_agents._sdk_hooks import SDKHooks
 from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
@@ -262,7 +264,7 @@ class DurableAgentRun:
     def _record_response(step: JournalStep, response: ModelResponse) -> ModelUsage:
         used = step.used(usage_of(step.name, response.usage))
         try:
-            recorded = RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+            recorded = recorded_response(response)
         except (ValueError, TypeError, RecursionError) as error:
             step.not_recordable(f"the answer cannot be stored as JSON: {type(error).__name__}")
         else:
@@ -271,15 +273,15 @@ class DurableAgentRun:
 
     @staticmethod
     def _replayed_response(step: JournalStep) -> ModelResponse | None:
-        recorded: ModelResponse | None
+        """The recorded answer, reporting no usage (R-7), or ``None`` when it no longer loads."""
+        recorded = with_no_usage(step.result)
         try:
-            recorded = RESPONSES.validate_python(step.result)
+            return RESPONSES.validate_python(recorded)
         except ValidationError as error:
-            recorded = as_the_client_built_it(step.result)
-            if recorded is None:
+            built = as_the_client_built_it(recorded)
+            if built is None:
                 step.refuse_replay(f"the recorded answer no longer loads: {error.error_count()} errors")
-                return None
-        return dataclasses.replace(recorded, usage=Usage())
+            return built
 
     def _answered(self, step: JournalStep, response: ModelResponse, tools: list[Any]) -> None:
         self.progress.step_done(step)

@@ -55,6 +55,26 @@ _TRANSPORT_SETTINGS = frozenset(
     }
 )
 RESPONSES = TypeAdapter(ModelResponse)
+#: The fields of a model answer an entry leaves out when they are empty (format 8).
+_LEFT_OUT_WHEN_EMPTY = ("request_id", "raw_usage")
+
+
+def recorded_response(response: ModelResponse) -> dict[str, Any]:
+    """
+    A model answer as its entry stores it (format 8): without its usage, which a replay reports as
+    none (R-7) and the entry's ``meta`` counts, and without the optional fields it left empty.
+    """
+    recorded = RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
+    del recorded["usage"]
+    for field in _LEFT_OUT_WHEN_EMPTY:
+        if field in recorded and recorded[field] is None:
+            del recorded[field]
+    return recorded
+
+
+def with_no_usage(recorded: Any) -> Any:
+    """A recorded answer (of any format) reporting no usage: no request was made (R-7)."""
+    return {**recorded, "usage": {}} if isinstance(recorded, dict) else recorded
 
 
 def refuse_server_side_conversation(kwargs: dict[str, Any]) -> None:

@@ -89,8 +89,13 @@ def asked_by(call: ToolCallPart) -> dict[str, Any]:
 
 
 def recorded_answer(response: ModelResponse) -> Any:
-    """A model answer as the journal stores it (JSON)."""
-    return ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
+    """
+    A model answer as the journal stores it (JSON; format 8): without its usage, which a replay
+    reports as none (R-7) and the entry's ``meta`` counts.
+    """
+    recorded = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
+    del recorded["usage"]
+    return recorded
 
 
 def replayed_answer(recorded: Any) -> ModelResponse | None:
