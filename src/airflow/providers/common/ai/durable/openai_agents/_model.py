@@ -65,7 +65,7 @@ def recorded_response(response: ModelResponse) -> dict[str, Any]:
     none (R-7) and the entry's ``meta`` counts, and without the optional fields it left empty.
     """
     recorded = RESPONSES.dump_python(response, mode="json", by_alias=True, exclude_unset=True)
-    del recorded["usage"]
+    recorded.pop("usage", None)
     for field in _LEFT_OUT_WHEN_EMPTY:
         if field in recorded and recorded[field] is None:
             del recorded[field]

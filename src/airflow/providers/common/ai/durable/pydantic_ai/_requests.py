@@ -94,7 +94,7 @@ def recorded_answer(response: ModelResponse) -> Any:
     reports as none (R-7) and the entry's ``meta`` counts.
     """
     recorded = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
-    del recorded["usage"]
+    recorded.pop("usage", None)
     return recorded
 
 
