@@ -250,6 +250,21 @@ def test_a_replay_computes_the_fingerprints_the_golden_journal_holds(name, golde
         assert json.loads(storage.entries[key])["format"] == FORMAT_VERSION
 
 
+@pytest.mark.parametrize("name", ["nested_run", "in_flight"])
+def test_a_journal_a_replay_wrote_into_in_this_format_beside_an_older_one_replays_whole(name, golden, golden_key):
+    # The replay writes format 8 entries among the golden ones (a call run again, the calls after
+    # it): the try after it reads both formats in one run and runs nothing live.
+    storage = storage_of(golden_entries(golden / name))
+    SCENARIOS_BY_NAME[name].replay(storage)
+    formats = {json.loads(text)["format"] for key, text in storage.entries.items() if key != "0"}
+    assert FORMAT_VERSION in formats
+
+    again = SCENARIOS_BY_NAME[name].replay(storage)
+
+    assert (again.model_calls, again.tool_runs) == ({}, {})
+    assert again.journal.stats.ran_live == {}
+
+
 def test_a_plain_run_replays_every_call_with_no_live_call(golden, golden_key):
     attempt = replayed("plain", golden)
 
