@@ -336,19 +336,26 @@ class AirflowServices:
         A clear right after the task finished could race the scheduler, which may still be
         marking the DAG run finished; a user sees the finished run first, and so does this.
         """
-        deadline = time.monotonic() + 60
-        while (state := self._request("GET", f"{API}/dags/{dag_id}/dagRuns/{run_id}")["state"]) not in (
-            "success",
-            "failed",
-        ):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"DAG run {run_id} of {dag_id} did not finish in 60 s: {state}")
-            time.sleep(0.5)
+        self.wait_for_dag_run_finished(dag_id, run_id)
         self._request(
             "POST",
             f"{API}/dags/{dag_id}/clearTaskInstances",
             clear_body(run_id, task_id, keep_task_state=keep_task_state, reset_dag_runs=True),
         )
+
+    def wait_for_dag_run_finished(self, dag_id: str, run_id: str, timeout: float = 60) -> None:
+        """
+        Wait until the scheduler marked the DAG run finished. A clear (or a fork, which clears)
+        made while it still marks it can be undone by it: the cleared task then never runs.
+        """
+        deadline = time.monotonic() + timeout
+        while (state := self._request("GET", f"{API}/dags/{dag_id}/dagRuns/{run_id}")["state"]) not in (
+            "success",
+            "failed",
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"DAG run {run_id} of {dag_id} did not finish in {timeout} s: {state}")
+            time.sleep(0.5)
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
         return self._request("GET", f"{API}/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
