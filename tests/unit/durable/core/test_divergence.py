@@ -170,11 +170,10 @@ def test_a_later_model_call_whose_instructions_changed_is_named_whether_its_entr
         "the instructions changed'" in caplog.text
     )
     # What try 1 and try 2 stored at 1.3: the input, and the instructions where they changed since 1.1.
-    assert (
-        stored_parts == [{"input"}, {"input", "instructions"}]
-        if first[0] == first[1]
-        else [{"input", "instructions"}, {"input"}]
+    expected = (
+        [{"input"}, {"input", "instructions"}] if first[0] == first[1] else [{"input", "instructions"}, {"input"}]
     )
+    assert stored_parts == expected
 
 
 def test_a_tool_call_asked_with_other_arguments_names_the_argument():
