@@ -46,7 +46,7 @@ def kept_run(tmp_path_factory, airflow_db):
             assert instance["state"] == "success", services.service_log("scheduler")[-4000:]
             assert len(server.requests) == 2
             # A person forks a finished run, as they clear one: see AirflowServices.clear.
-            services.wait_for_dag_run_finished(DAG_ID, run_id)
+            services.wait_for_dag_run_finished(DAG_ID, run_id, timeout=300)
             yield services, run_id, env, server, out
 
 
