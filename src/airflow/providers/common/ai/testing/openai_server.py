@@ -30,6 +30,10 @@ Behaviour:
 - A request beyond the end of the script gets HTTP 500 naming the request and the script
   length; an unknown path gets 404.
 - Every reply reports usage (10 input, 5 output tokens unless ``usage=`` says otherwise).
+- ``reasoning="..."`` (``reply.text``, ``reply.tool_calls``) starts a Responses answer with a
+  reasoning item ``rs_<n>`` of that summary, with ``encrypted_content`` when the request's
+  ``include`` asks for ``reasoning.encrypted_content``; a Chat Completions request for such a
+  reply gets HTTP 500 naming it.
 - ``server.add(*replies)`` extends the script; ``server.remaining_replies`` counts what is left.
 - ``GET /v1/models`` lists the models ``FakeOpenAIServer(models=...)`` names (``["fake-model"]``
   unless given), as the real API's model list; a GET is not numbered, not recorded in
@@ -49,7 +53,9 @@ Streams (``"stream": true``) are server-sent events, as the real API sends them:
 - Responses: ``response.created``, ``response.in_progress``, then per output item
   ``response.output_item.added``, for a message ``response.content_part.added``, several
   ``response.output_text.delta``, ``response.output_text.done``, ``response.content_part.done``,
-  for a function call ``response.function_call_arguments.delta`` (several) and ``.done``, then
+  for a function call ``response.function_call_arguments.delta`` (several) and ``.done``, for a
+  reasoning item ``response.reasoning_summary_part.added``, several
+  ``response.reasoning_summary_text.delta``, ``.done`` and ``response.reasoning_summary_part.done``, then
   ``response.output_item.done``; last ``response.completed`` with the whole response and usage.
   Every event has its ``sequence_number``.
 - A stream assembles to exactly the answer the same reply gives unstreamed.
@@ -93,23 +99,27 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted model answer: a text, or a list of function calls."""
+    """One scripted model answer: a text, or a list of function calls, after a reasoning summary if given."""
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     input_tokens: int = 10
     output_tokens: int = 5
+    #: The summary of a reasoning item the answer starts with (the Responses API only).
+    reasoning: str | None = None
 
 
 class reply:
     """Builders for script entries."""
 
     @staticmethod
-    def text(content: str, *, usage: tuple[int, int] = (10, 5)) -> Reply:
-        return Reply(text=content, input_tokens=usage[0], output_tokens=usage[1])
+    def text(content: str, *, usage: tuple[int, int] = (10, 5), reasoning: str | None = None) -> Reply:
+        return Reply(text=content, input_tokens=usage[0], output_tokens=usage[1], reasoning=reasoning)
 
     @staticmethod
-    def tool_calls(*calls: tuple[str, dict[str, Any] | str, str], usage: tuple[int, int] = (10, 5)) -> Reply:
+    def tool_calls(
+        *calls: tuple[str, dict[str, Any] | str, str], usage: tuple[int, int] = (10, 5), reasoning: str | None = None
+    ) -> Reply:
         """Each call is ``(name, arguments as a dict or a JSON string, call_id)``."""
         if not calls:
             raise ValueError("reply.tool_calls needs at least one (name, arguments, call_id)")
@@ -124,6 +134,7 @@ class reply:
             ),
             input_tokens=usage[0],
             output_tokens=usage[1],
+            reasoning=reasoning,
         )
 
 
@@ -342,6 +353,14 @@ def _handler_for(script: _Script) -> type[BaseHTTPRequestHandler]:
                         "server_error",
                     ),
                 )
+            if script.replies[0].reasoning is not None and self.path == CHAT_COMPLETIONS_PATH:
+                return _Answer(
+                    500,
+                    _error(
+                        f"FakeOpenAIServer: {where}: its scripted reply has reasoning, which only {RESPONSES_PATH} answers",
+                        "server_error",
+                    ),
+                )
             cut = number in script.cut_requests
             # A cut-off answer leaves its reply in the script, for the retry of the request.
             scripted = script.replies[0] if cut else script.replies.pop(0)
@@ -355,7 +374,8 @@ def _handler_for(script: _Script) -> type[BaseHTTPRequestHandler]:
                     events = _sse(_chat_chunks(completion, include_usage))
                     return _Answer(200, events=[*events, b"data: [DONE]\n\n"], cut_after=cut_after, cut=cut)
                 return _Answer(200, completion, cut_after=cut_after, cut=cut)
-            response = _response(scripted, model, number, created)
+            encrypted = "reasoning.encrypted_content" in (body.get("include") or ())
+            response = _response(scripted, model, number, created, encrypted_reasoning=encrypted)
             if body.get("stream") is True:
                 return _Answer(200, events=_sse(_response_events(response)), cut_after=cut_after, cut=cut)
             return _Answer(200, response, cut_after=cut_after, cut=cut)
@@ -515,8 +535,17 @@ def _chat_chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[s
     return chunks
 
 
-def _response(scripted: Reply, model: str, n: int, created: int) -> dict[str, Any]:
+def _response(scripted: Reply, model: str, n: int, created: int, *, encrypted_reasoning: bool) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
+    if scripted.reasoning is not None:
+        reasoning = {
+            "type": "reasoning",
+            "id": f"rs_{n}",
+            "summary": [{"type": "summary_text", "text": scripted.reasoning}],
+        }
+        if encrypted_reasoning:
+            reasoning["encrypted_content"] = f"encrypted-reasoning-{n}"
+        output.append(reasoning)
     if scripted.text is not None:
         output.append(
             {
@@ -586,6 +615,19 @@ def _response_events(response: dict[str, Any]) -> list[dict[str, Any]]:
                 ]
                 events.append({"type": "response.output_text.done", **at_part, "text": part["text"], "logprobs": []})
                 events.append({"type": "response.content_part.done", **at_part, "part": part})
+        elif item["type"] == "reasoning":
+            events.append(
+                {"type": "response.output_item.added", "output_index": output_index, "item": item | {"summary": []}}
+            )
+            for summary_index, part in enumerate(item["summary"]):
+                at_part = at | {"summary_index": summary_index}
+                events.append({"type": "response.reasoning_summary_part.added", **at_part, "part": part | {"text": ""}})
+                events += [
+                    {"type": "response.reasoning_summary_text.delta", **at_part, "delta": piece}
+                    for piece in _pieces(part["text"])
+                ]
+                events.append({"type": "response.reasoning_summary_text.done", **at_part, "text": part["text"]})
+                events.append({"type": "response.reasoning_summary_part.done", **at_part, "part": part})
         else:
             events.append(
                 {

@@ -58,6 +58,7 @@ from airflow.providers.common.ai.durable.pydantic_ai._requests import (
     NotDescribable,
     asked_by,
     call_arguments,
+    continued_from_this_history,
     described_request,
     recorded_answer,
     replayed_answer,
@@ -152,7 +153,7 @@ class DurableCapability(AbstractCapability[Any]):
             )
             return await model.request(messages, settings, parameters)
         step = self._model_step(model.model_name, messages, settings, parameters)
-        response = self._replayed(step) if step.replayed else None
+        response = self._replayed(step, model, messages) if step.replayed else None
         if response is None:
             response = await self._live_response(step, model, messages, settings, parameters)
         else:
@@ -179,11 +180,12 @@ class DurableCapability(AbstractCapability[Any]):
         return step
 
     @staticmethod
-    def _replayed(step: JournalStep) -> ModelResponse | None:
+    def _replayed(step: JournalStep, model: Model, messages: list[ModelMessage]) -> ModelResponse | None:
         response = replayed_answer(step.result)
         if response is None:
             step.refuse_replay("the recorded answer no longer loads")
-        return response
+            return None
+        return continued_from_this_history(response, model, messages)
 
     async def _live_response(
         self,
@@ -253,7 +255,7 @@ class DurableCapability(AbstractCapability[Any]):
                 yield streamed
             return
         step = self._model_step(model.model_name, messages, settings, parameters)
-        response = self._replayed(step) if step.replayed else None
+        response = self._replayed(step, model, messages) if step.replayed else None
         if response is not None:
             step.handed_out()
             self.progress.step_done(step)

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
-from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.usage import RequestUsage
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
@@ -107,6 +108,31 @@ def replayed_answer(recorded: Any) -> ModelResponse | None:
     if not isinstance(loaded, ModelResponse):
         return None
     return dataclasses.replace(loaded, usage=RequestUsage())
+
+
+def continued_from_this_history(response: ModelResponse, model: Model, history: list[ModelMessage]) -> ModelResponse:
+    """
+    A replayed answer whose ``history_digest`` is taken over this try's history. Pydantic AI's
+    ``OpenAIResponsesModel`` continues a later request from an answer's stored response
+    (``openai_previous_response_id``) only while the digest of the answer and the history it was
+    created from still matches; the recorded digest was taken over the failed try's history, whose
+    timestamps differ, so the next request would send the whole history where the plain run sends
+    only what came after. The step's fingerprint matched: the server created the response from
+    this history as sent.
+    """
+    if response.history_digest is None:
+        return response  # the model does not continue from it
+    try:
+        # Private: Pydantic AI digests a history nowhere public (the function its Responses model uses).
+        from pydantic_ai.models.openai._history_digest import continuation_digest, history_hasher
+    except ImportError:
+        return response  # the next request sends the whole history, as without a digest
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    # Private: the model's history_digest_key argument, kept on no public attribute.
+    key = getattr(model, "_history_digest_key", None)
+    digest = continuation_digest(history_hasher(history, key), response.parts)
+    return dataclasses.replace(response, history_digest=digest)
 
 
 def usage_of(model: str, usage: RequestUsage) -> ModelUsage:
