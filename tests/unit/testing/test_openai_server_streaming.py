@@ -251,6 +251,40 @@ def test_the_openai_client_assembles_a_streamed_response_into_the_unstreamed_one
     assert '{"note": ' + json.dumps(text[:1000]) + "}" in snapshots
 
 
+def test_a_reasoning_reply_starts_the_response_with_its_summary_streamed_as_the_real_api_streams_it():
+    script = [reply.tool_calls(("get_weather", {"city": "Paris"}, "call_1"), reasoning="Ask the weather tool.")]
+
+    async def both() -> tuple[Any, Any, list[str]]:
+        with FakeOpenAIServer(script * 2) as server:
+            client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            plain = await client.responses.create(model="m", input="hi", include=["reasoning.encrypted_content"])
+            async with client.responses.stream(model="m", input="hi") as stream:
+                types = [event.type async for event in stream]
+                return plain, await stream.get_final_response(), types
+
+    plain, streamed, types = asyncio.run(both())
+    reasoning = plain.output[0]
+    assert (reasoning.type, reasoning.id, reasoning.summary[0].text) == ("reasoning", "rs_1", "Ask the weather tool.")
+    # encrypted only when the request's include asks for it, as the real API does
+    assert reasoning.encrypted_content == "encrypted-reasoning-1"
+    assert streamed.output[0].encrypted_content is None
+    assert [item.type for item in streamed.output] == ["reasoning", "function_call"]
+    drop = {"id": True, "created_at": True, "output": {0: {"id", "encrypted_content"}, 1: {"id", "parsed_arguments"}}}
+    assert streamed.model_dump(exclude=drop) == plain.model_dump(exclude=drop)
+    reasoning_events = [t for t in types if "reasoning" in t]
+    assert reasoning_events[0] == "response.reasoning_summary_part.added"
+    assert reasoning_events[-2:] == ["response.reasoning_summary_text.done", "response.reasoning_summary_part.done"]
+    assert reasoning_events.count("response.reasoning_summary_text.delta") > 1
+
+
+def test_a_reasoning_reply_asked_for_by_chat_completions_is_refused_and_waits_for_the_responses_api():
+    with FakeOpenAIServer([reply.text("Done.", reasoning="Think.")]) as server:
+        status, _, body = _post(server, CHAT, {"model": "m", "messages": MESSAGES})
+        assert status == 500 and "only /v1/responses answers" in body
+        assert server.remaining_replies == 1
+        assert _post(server, RESPONSES, {"model": "m", "input": "hi"})[0] == 200
+
+
 def _agent(model_class: type, server: FakeOpenAIServer, **kwargs: Any) -> Agent:
     client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     return Agent(

@@ -30,6 +30,7 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.openai import OpenAIResponsesModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from secret_forms import ENCODINGS, SECRET
 
@@ -69,6 +70,7 @@ def _weather_agent(
     settings: dict[str, Any] | None = None,
     model_name: str = "gpt-4o",
     history_digest_key: bytes | None = None,
+    wrapped: bool = False,
     **options: Any,
 ) -> Agent:
     client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
@@ -78,7 +80,7 @@ def _weather_agent(
         settings=settings,
         history_digest_key=history_digest_key,
     )
-    agent = Agent(model, instructions="Be brief.", **options)
+    agent = Agent(WrapperModel(model) if wrapped else model, instructions="Be brief.", **options)
 
     @agent.tool_plain
     def weather(city: str) -> str:
@@ -251,13 +253,18 @@ def test_a_replayed_answer_lets_the_next_request_continue_from_its_stored_respon
     assert tries.journal.stats.replayed == {"model": 1, "tool": 1}
 
 
-def test_a_replayed_answer_of_a_model_with_a_history_digest_key_is_continued_from_too():
+@pytest.mark.parametrize("wrapped", [False, True], ids=["the model", "a model wrapping it"])
+def test_a_replayed_answer_of_a_model_with_a_history_digest_key_is_continued_from_too(wrapped):
     runs = Counter()
     tries = Tries()
+
+    def agent(server: FakeOpenAIServer) -> Agent:
+        return _weather_agent(server, runs, CONTINUED, history_digest_key=b"digest-key", wrapped=wrapped)
+
     with FakeOpenAIServer(TOOL_THEN_TEXT, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
-            tries.attempt(_run(_weather_agent(server, runs, CONTINUED, history_digest_key=b"digest-key")))
-        tries.attempt(_run(_weather_agent(server, runs, CONTINUED, history_digest_key=b"digest-key")))
+            tries.attempt(_run(agent(server)))
+        tries.attempt(_run(agent(server)))
     assert server.requests[2].body == server.requests[1].body
     assert server.requests[2].body["previous_response_id"] == "resp_1"
 

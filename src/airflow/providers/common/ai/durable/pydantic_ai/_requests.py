@@ -1,7 +1,8 @@
 """
 What a Pydantic AI model request asks, as its fingerprint sees it, its answer as the journal
-stores it, and what each tool call of the answer asks: what every try builds anew (timestamps, run and conversation ids, the usage a replayed
-answer reports) is left out, so a retry that asks the same matches.
+stores it and as a replay hands it back, and what each tool call of the answer asks: what every
+try builds anew (timestamps, run and conversation ids, the usage a replayed answer reports) is
+left out, so a retry that asks the same matches.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.usage import RequestUsage
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
@@ -127,9 +127,7 @@ def continued_from_this_history(response: ModelResponse, model: Model, history: 
         from pydantic_ai.models.openai._history_digest import continuation_digest, history_hasher
     except ImportError:
         return response  # the next request sends the whole history, as without a digest
-    while isinstance(model, WrapperModel):
-        model = model.wrapped
-    # Private: the model's history_digest_key argument, kept on no public attribute.
+    # Private: the model's history_digest_key argument, kept on no public attribute (a WrapperModel hands it on).
     key = getattr(model, "_history_digest_key", None)
     digest = continuation_digest(history_hasher(history, key), response.parts)
     return dataclasses.replace(response, history_digest=digest)
