@@ -28,7 +28,7 @@ from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.openai import OpenAIResponsesModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -332,6 +332,50 @@ def test_a_secret_in_an_answer_is_never_stored_and_the_request_runs_again(encode
         (2, 200, [{"role": "user", "content": "Password?"}]),
     ]
     assert tries.journal.stats.replayed == {}
+
+
+def test_the_history_digest_of_an_answer_a_secret_went_into_is_never_stored():
+    from airflow.providers.common.compat.sdk import mask_secret
+
+    mask_secret(SECRET)
+    runs = Counter()
+    tries = Tries()
+    results = []
+
+    def agent(server: FakeOpenAIServer) -> Agent:
+        built = _weather_agent(server, runs, CONTINUED)
+
+        @built.tool_plain
+        def fetch_credential() -> str:
+            """The credential."""
+            runs["fetch_credential"] += 1
+            return f"it is {SECRET}"
+
+        return built
+
+    def failing_after(run: Any):
+        async def then_fail() -> Any:
+            results.append(await run())
+            raise UserCodeFailed("the task failed after the run")
+
+        return then_fail
+
+    script = [reply.tool_calls(("fetch_credential", {}, "call_1")), reply.text("Ok.")]
+    with FakeOpenAIServer(script) as server:
+        with pytest.raises(UserCodeFailed):
+            tries.attempt(failing_after(_run(agent(server), "Password?")))
+        # Pydantic AI's digest of the history before each answer is an unkeyed hash of it, the
+        # tool's output with the secret included: the journal keeps none of them
+        digests = [m.history_digest for m in results[0].all_messages() if isinstance(m, ModelResponse)]
+        assert len(digests) == 2 and all(digests)
+        stored = tries.stored()
+        assert stored and not any(digest in stored for digest in digests)
+        assert SECRET not in stored
+        # the answers still replay; the tool, whose output was stored masked, runs again
+        assert tries.attempt(_run(agent(server), "Password?")).output == "Ok."
+    assert [r.number for r in server.requests] == [1, 2]
+    assert runs == {"fetch_credential": 2}
+    assert tries.journal.stats.replayed == {"model": 2}
 
 
 def test_outside_a_task_it_is_exactly_the_agents_run():

@@ -89,13 +89,22 @@ def asked_by(call: ToolCallPart) -> dict[str, Any]:
     return {"name": call.tool_name, "arguments": call_arguments(call), "call_id": call.tool_call_id}
 
 
+#: What the journal stores for an answer's ``history_digest``, which a replay takes anew.
+HISTORY_DIGEST_TAKEN_ON_REPLAY = "taken anew on replay"
+
+
 def recorded_answer(response: ModelResponse) -> Any:
     """
     A model answer as the journal stores it (JSON; format 8): without its usage, which a replay
-    reports as none (R-7) and the entry's ``meta`` counts.
+    reports as none (R-7) and the entry's ``meta`` counts, and without its ``history_digest``, an
+    unkeyed hash of the history before it that a secret in that history would be guessed against
+    offline, as no stored hash may be (``core/fingerprint.py``): :func:`continued_from_this_history`
+    takes it anew.
     """
     recorded = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
     recorded.pop("usage", None)
+    if recorded.get("history_digest") is not None:
+        recorded["history_digest"] = HISTORY_DIGEST_TAKEN_ON_REPLAY
     return recorded
 
 
@@ -115,10 +124,10 @@ def continued_from_this_history(response: ModelResponse, model: Model, history: 
     A replayed answer whose ``history_digest`` is taken over this try's history. Pydantic AI's
     ``OpenAIResponsesModel`` continues a later request from an answer's stored response
     (``openai_previous_response_id``) only while the digest of the answer and the history it was
-    created from still matches; the recorded digest was taken over the failed try's history, whose
-    timestamps differ, so the next request would send the whole history where the plain run sends
-    only what came after. The step's fingerprint matched: the server created the response from
-    this history as sent.
+    created from still matches; the journal does not keep the digest (:func:`recorded_answer`),
+    and one taken over the failed try's history, whose timestamps differ, would not match either:
+    the next request would send the whole history where the plain run sends only what came after.
+    The step's fingerprint matched: the server created the response from this history as sent.
     """
     if response.history_digest is None:
         return response  # the model does not continue from it
@@ -126,7 +135,7 @@ def continued_from_this_history(response: ModelResponse, model: Model, history: 
         # Private: Pydantic AI digests a history nowhere public (the function its Responses model uses).
         from pydantic_ai.models.openai._history_digest import continuation_digest, history_hasher
     except ImportError:
-        return response  # the next request sends the whole history, as without a digest
+        return response  # its digest matches no history: the next request sends the whole history
     # Private: the model's history_digest_key argument, kept on no public attribute (a WrapperModel hands it on).
     key = getattr(model, "_history_digest_key", None)
     digest = continuation_digest(history_hasher(history, key), response.parts)
