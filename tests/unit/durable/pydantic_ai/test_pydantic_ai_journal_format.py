@@ -8,7 +8,10 @@ recorded; each is replayed here by its next try.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,17 +26,35 @@ pytest.importorskip(
 
 from golden.pydantic_ai_scenarios import SCENARIOS, SCENARIOS_BY_NAME, Try
 from golden.scenarios import FERNET_KEY
-from pydantic_ai.messages import PartEndEvent, PartStartEvent, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    PartEndEvent,
+    PartStartEvent,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.tools import ToolDefinition
 
 from airflow.providers.common.ai.durable.core.approvals import APPROVAL_STEP
 from airflow.providers.common.ai.durable.core.entries import FORMAT_VERSION
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
+from airflow.providers.common.ai.durable.pydantic_ai._requests import described_request
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 PYDANTIC_AI_GOLDEN = GOLDEN / "pydantic_ai_runs" / f"format_{FORMAT_VERSION}"
 #: Every format of the Pydantic AI adapter's golden journals this release replays.
 REPLAYED_FORMATS = [GOLDEN / "pydantic_ai_runs" / "format_7", PYDANTIC_AI_GOLDEN]
 RECORDER = GOLDEN / "record.py"
+#: The pydantic-ai-slim the golden journals were recorded with: the one the 3.3 line's test venv pins.
+RECORDED_WITH = re.search(
+    r"^pydantic-ai-slim\[openai\]==(\S+)$",
+    (Path(__file__).parents[4] / "constraints" / "packages-3.3.txt").read_text(encoding="utf-8"),
+    re.MULTILINE,
+)[1]
 
 
 @pytest.fixture(params=REPLAYED_FORMATS, ids=lambda directory: directory.name)
@@ -60,6 +81,13 @@ def replayed(name: str, golden: Path) -> list[Try]:
 
 
 def test_the_recorder_writes_the_checked_in_pydantic_ai_golden_files_byte_for_byte(tmp_path):
+    installed = importlib.metadata.version("pydantic-ai-slim")
+    if installed != RECORDED_WITH:
+        # Installed without constraints, as scripts/sdk_combinations.sh does: the replays below run.
+        pytest.skip(
+            f"the golden journals are what pydantic-ai-slim {RECORDED_WITH} writes; {installed} dumps its "
+            "answers otherwise (fields it added, each answer's duration)"
+        )
     # Run as by hand, in a process of its own: its own hash seed, configuration and key cache.
     recording = subprocess.run(
         [sys.executable, str(RECORDER), "--pydantic-ai", str(tmp_path)], capture_output=True, text=True, timeout=300
@@ -121,3 +149,46 @@ def test_a_tool_that_asked_for_an_approval_is_asked_nothing_again_and_runs_once_
     assert resumed.journal.stats.replayed == {"model": 1, "tool": 1}
     assert resumed.journal.stats.approvals == ["pay approved by alice"]
     assert APPROVAL_STEP in {json.loads(text)["kind"] for text in golden_entries("asked_for_approval", golden).values()}
+
+
+@dataclasses.dataclass(repr=False, kw_only=True)
+class ToolDefinitionOfALaterRelease(ToolDefinition):
+    """A tool definition with the fields Pydantic AI added after 2.68, which never reach the model."""
+
+    durable: bool | None = None
+    ui_visibility: str | None = None
+
+
+def test_a_tool_definitions_fields_that_never_reach_the_model_leave_the_request_the_same():
+    # A journal written before a Pydantic AI upgrade (2.68: no such fields) replays after it (2.78).
+    history = [ModelRequest(parts=[UserPromptPart("Weather in Paris?")])]
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    before = ToolDefinition(name="weather", parameters_json_schema=schema, description="The weather.")
+    after = ToolDefinitionOfALaterRelease(
+        name="weather", parameters_json_schema=schema, description="The weather.", durable=False, ui_visibility="hidden"
+    )
+
+    def described(tool: ToolDefinition) -> dict:
+        return described_request("m", history, None, ModelRequestParameters(function_tools=[tool]))
+
+    assert described(after) == described(before)
+    assert described(after)["tools"][0]["description"] == "The weather."
+
+
+@pytest.mark.skipif(
+    "ui_visibility" not in {field.name for field in dataclasses.fields(ToolCallPart)},
+    reason=f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} has no ui_visibility on tool parts",
+)
+def test_a_tool_parts_ui_visibility_leaves_the_request_the_same():
+    def described(visibility: str | None) -> dict:
+        call = ToolCallPart("weather", {"city": "Paris"}, "call_1", ui_visibility=visibility)
+        returned = ToolReturnPart("weather", "Sunny", "call_1", ui_visibility=visibility)
+        history = [
+            ModelRequest(parts=[UserPromptPart("Weather in Paris?")]),
+            ModelResponse(parts=[call]),
+            ModelRequest(parts=[returned]),
+        ]
+        return described_request("m", history, None, ModelRequestParameters())
+
+    assert described("hidden") == described(None)
+    assert described(None)["input"][2]["parts"][0]["content"] == "Sunny"

@@ -22,8 +22,14 @@ from airflow.providers.common.ai.durable.core.usage import ModelUsage
 _PART_FIELDS_OF_THE_TRY = frozenset({"timestamp"})
 #: Model settings that change how a request travels, not what the model answers.
 _TRANSPORT_SETTINGS = frozenset({"timeout", "extra_headers"})
+# Fields that never reach the model are left out by name, not the fields it sees kept: the
+# fingerprints of journals already written hold every other field. Those a Pydantic AI release
+# added after 2.68 (a UI adapter's ``ui_visibility``, a durable engine's ``durable``) are left out
+# too, so that a journal written before an upgrade of Pydantic AI replays after it.
+#: Fields of a history message's part that never reach the model.
+_PART_FIELDS_NOT_SENT = frozenset({"ui_visibility"})
 #: Fields of a tool definition that never reach the model.
-_TOOL_FIELDS_NOT_SENT = frozenset({"metadata", "toolset_id"})
+_TOOL_FIELDS_NOT_SENT = frozenset({"metadata", "toolset_id", "ui_visibility", "durable"})
 
 
 class NotDescribable(ValueError):
@@ -33,14 +39,19 @@ class NotDescribable(ValueError):
 def _message(message: dict[str, Any]) -> dict[str, Any]:
     """A history message as the model sees it: a request's parts, a response's parts."""
     if message.get("kind") == "request":
+        left_out = _PART_FIELDS_OF_THE_TRY | _PART_FIELDS_NOT_SENT
         parts = [
-            {name: value for name, value in part.items() if name not in _PART_FIELDS_OF_THE_TRY}
-            for part in message.get("parts") or []
+            {name: value for name, value in part.items() if name not in left_out} for part in message.get("parts") or []
         ]
         # Only the latest request's instructions are sent: they are a part of their own.
         return {"kind": "request", "parts": parts}
     # A response in the history replayed or was recorded as it is: its parts are stable, its usage is not.
-    return {"kind": "response", "parts": message.get("parts")}
+    answered = message.get("parts")
+    if answered is not None:
+        answered = [
+            {name: value for name, value in part.items() if name not in _PART_FIELDS_NOT_SENT} for part in answered
+        ]
+    return {"kind": "response", "parts": answered}
 
 
 def _tool(definition: Any) -> dict[str, Any]:
