@@ -8,6 +8,7 @@ left out, so a retry that asks the same matches.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -130,6 +131,23 @@ def replayed_answer(recorded: Any) -> ModelResponse | None:
     return dataclasses.replace(loaded, usage=RequestUsage())
 
 
+def history_digests() -> tuple[Any, Any] | None:
+    """
+    Pydantic AI's ``continuation_digest`` and ``history_hasher``, the functions its Responses model
+    digests a history with, or ``None`` where neither place has them.
+    """
+    # Private: Pydantic AI digests a history nowhere public. 2.78 moved them to pydantic_ai.models
+    # (for every model that continues server-side state); 2.68 has them under models.openai.
+    for module in ("pydantic_ai.models._history_digest", "pydantic_ai.models.openai._history_digest"):
+        try:
+            digests = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(digests, "continuation_digest") and hasattr(digests, "history_hasher"):
+            return digests.continuation_digest, digests.history_hasher
+    return None
+
+
 def continued_from_this_history(response: ModelResponse, model: Model, history: list[ModelMessage]) -> ModelResponse:
     """
     A replayed answer whose ``history_digest`` is taken over this try's history. Pydantic AI's
@@ -142,11 +160,10 @@ def continued_from_this_history(response: ModelResponse, model: Model, history: 
     """
     if response.history_digest is None:
         return response  # the model does not continue from it
-    try:
-        # Private: Pydantic AI digests a history nowhere public (the function its Responses model uses).
-        from pydantic_ai.models.openai._history_digest import continuation_digest, history_hasher
-    except ImportError:
+    digests = history_digests()
+    if digests is None:
         return response  # its digest matches no history: the next request sends the whole history
+    continuation_digest, history_hasher = digests
     # Private: the model's history_digest_key argument, kept on no public attribute (a WrapperModel hands it on).
     key = getattr(model, "_history_digest_key", None)
     digest = continuation_digest(history_hasher(history, key), response.parts)
