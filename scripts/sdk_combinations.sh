@@ -5,7 +5,16 @@
 # call, through real retries under dag.test(): the retry replays both (the model server sees each
 # request once, the tool runs once) and the journal is deleted when the task succeeds.
 #
-#   bash scripts/sdk_combinations.sh [AIRFLOW:SDK ...]    (default: the combinations below)
+#   bash scripts/sdk_combinations.sh [AIRFLOW:SDK[:pydantic-ai] ...]    (default: the combinations below)
+#
+# A third field, pydantic-ai, installs the checkout with its extra [pydantic-ai] too (a user's
+# pip install 'apache-airflow-providers-common-ai[pydantic-ai]', pip picking the pydantic-ai-slim),
+# and runs, after the two tests, the Pydantic AI retries under dag.test()
+# (tests/system/test_pydantic_ai_retries.py) and the Pydantic AI unit tests. Only where the extra
+# installs: pydantic-ai-slim 2.68 and later need openai>=3.31, which openai-agents 0.20 (openai<3)
+# does not allow, so a combination with SDK 0.20 cannot have it (docs/airflow_lines.rst). The extra
+# is part of what the venv was made with: the same AIRFLOW:SDK named with and without it is one
+# venv, with the extra.
 #
 # "newest" for AIRFLOW or SDK is the newest release on the index at that moment, pre-releases
 # included (pip index versions --pre): CI's "newest:newest" sees a release that breaks the provider
@@ -20,7 +29,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 combinations=("$@")
 if [[ ${#combinations[@]} -eq 0 ]]; then
-    combinations=(3.3.2:0.20.0 3.3.2:0.22.3 3.4.0b2:0.24.0 3.1.8:0.20.0)
+    combinations=(3.3.2:0.20.0 3.3.2:0.22.3 3.4.0b2:0.24.0:pydantic-ai 3.1.8:0.20.0 3.1.8:0.22.2:pydantic-ai)
 fi
 PYTHON="${PYTHON:-python3}"
 newest() {
@@ -30,26 +39,34 @@ newest() {
     echo "$found"
 }
 resolved=()
-declare -A seen=()
+#: The extra each AIRFLOW:SDK installs ("" or pydantic-ai).
+declare -A extras=()
 for combination in "${combinations[@]}"; do
-    airflow="${combination%%:*}" sdk="${combination##*:}"
+    IFS=: read -r airflow sdk extra rest <<<"$combination"
+    if [[ -z "$airflow" || -z "$sdk" || -n "$rest" || ! "$extra" =~ ^(pydantic-ai)?$ ]]; then
+        echo "sdk_combinations: $combination is not AIRFLOW:SDK or AIRFLOW:SDK:pydantic-ai, for example 3.4.0b2:0.24.0:pydantic-ai" >&2
+        exit 2
+    fi
     [[ "$airflow" != newest ]] || airflow="$(newest apache-airflow)"
     [[ "$sdk" != newest ]] || sdk="$(newest openai-agents)"
     [[ "$combination" != *newest* ]] || echo "newest on the index now: apache-airflow $airflow, openai-agents $sdk"
     # Once each: "newest:newest" is one of the named combinations until a newer release comes.
-    [[ -n "${seen[$airflow:$sdk]:-}" ]] || resolved+=("$airflow:$sdk")
-    seen[$airflow:$sdk]=1
+    [[ -n "${extras[$airflow:$sdk]+named}" ]] || resolved+=("$airflow:$sdk")
+    [[ -n "${extras[$airflow:$sdk]:-}" ]] || extras[$airflow:$sdk]="$extra"
 done
 combinations=("${resolved[@]}")
 #: The two tests of tests/system/test_journal_retries.py whose task fails after a model call and a tool call.
 TESTS=(tests/system/test_journal_retries.py -q -p no:warnings -k "two_agents or session")
+#: With the extra: the Pydantic AI retries under dag.test(), and the Pydantic AI unit tests (the adapter's and the operator's).
+PYDANTIC_AI_TESTS=(tests/system/test_pydantic_ai_retries.py tests/unit/durable/pydantic_ai
+    tests/unit/operators/test_agent_pydantic_ai.py tests/unit/operators/test_agent_pydantic_ai_extra.py -q -p no:warnings -rs)
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/sdk-combinations.XXXXXX")"
 trap 'rm -rf "$LOGS"' EXIT
 
 declare -A installing=()
 for combination in "${combinations[@]}"; do
     airflow="${combination%%:*}" sdk="${combination##*:}"
-    VENV="$ROOT/.venv-combination-$airflow-$sdk" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" \
+    VENV="$ROOT/.venv-combination-$airflow-$sdk" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="${extras[$combination]}" \
         bash scripts/sdk_versions.sh "$sdk" --version \
         >"$LOGS/$combination.install" 2>&1 &
     installing[$combination]=$!
@@ -57,7 +74,8 @@ done
 status=0
 for combination in "${combinations[@]}"; do
     airflow="${combination%%:*}" sdk="${combination##*:}"
-    echo "=== Airflow $airflow, openai-agents $sdk, no constraints file"
+    extra="${extras[$combination]}"
+    echo "=== Airflow $airflow, openai-agents $sdk${extra:+, the extra [$extra]}, no constraints file"
     if ! wait "${installing[$combination]}"; then
         cat "$LOGS/$combination.install"
         echo "sdk_combinations: Airflow $airflow with openai-agents $sdk did not install (output above)" >&2
@@ -66,9 +84,14 @@ for combination in "${combinations[@]}"; do
     fi
     venv="$ROOT/.venv-combination-$airflow-$sdk"
     echo "resolved: $("$venv/bin/python" -m pip list --disable-pip-version-check 2>/dev/null |
-        grep -iE '^(apache-airflow|openai-agents|openai|starlette|fastapi|mcp) ' | tr -s ' ' | paste -sd, -)"
-    if ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" bash scripts/sdk_versions.sh "$sdk" "${TESTS[@]}"; then
+        grep -iE '^(apache-airflow|openai-agents|openai|starlette|fastapi|mcp|pydantic-ai-slim) ' | tr -s ' ' | paste -sd, -)"
+    if ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="$extra" bash scripts/sdk_versions.sh "$sdk" "${TESTS[@]}"; then
         echo "sdk_combinations: the retries failed beside Airflow $airflow and openai-agents $sdk" >&2
+        status=1
+    fi
+    if [[ "$extra" == pydantic-ai ]] &&
+        ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="$extra" bash scripts/sdk_versions.sh "$sdk" "${PYDANTIC_AI_TESTS[@]}"; then
+        echo "sdk_combinations: the Pydantic AI tests failed beside Airflow $airflow and openai-agents $sdk" >&2
         status=1
     fi
 done

@@ -16,6 +16,9 @@
 #                    beside 3.3.2), pip --pre for a pre-release, and, before Airflow 3.3, the journal
 #                    under a cache path in the tests' Airflow home
 #   VENV             the virtualenv to use (default .venv-sdk-VERSION)
+#   EXTRAS           the checkout's extras to install beside test, comma-separated (for example
+#                    pydantic-ai); part of what the venv was made with, so a venv made without one
+#                    installs it when asked
 #   PYTHON           the interpreter that creates the venv (default python3, needs 3.10+)
 #
 # openai-agents 0.20 has no agents.testing, the SDK's test doubles the unit tests use (added in
@@ -49,19 +52,24 @@ constraint_args=()
 if [[ -f "$CONSTRAINTS" && -z "${NO_CONSTRAINTS:-}" && "$AIRFLOW_VERSION" == "3.3.2" ]]; then
     constraint_args=(-c "$CONSTRAINTS")
 fi
+EXTRAS="${EXTRAS:-}"
+if [[ -n "$EXTRAS" && ! "$EXTRAS" =~ ^[a-z0-9-]+(,[a-z0-9-]+)*$ ]]; then
+    echo "EXTRAS=$EXTRAS is not a comma-separated list of the checkout's extras, for example pydantic-ai" >&2
+    exit 2
+fi
 pre_release=()
 [[ ! "$AIRFLOW_VERSION" =~ (a|b|rc)[0-9]+$ ]] || pre_release=(--pre)
 
 stamp="$VENV/.common-ai-installed"
-want="$(cat "$ROOT/pyproject.toml" "${constraint_args[@]:1}" /dev/null | sha256sum | cut -d' ' -f1)-$SDK_VERSION-$AIRFLOW_VERSION"
+want="$(cat "$ROOT/pyproject.toml" "${constraint_args[@]:1}" /dev/null | sha256sum | cut -d' ' -f1)-$SDK_VERSION-$AIRFLOW_VERSION${EXTRAS:+-$EXTRAS}"
 if [[ ! -x "$VENV/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     started=$SECONDS
-    echo "Installing the provider beside Airflow $AIRFLOW_VERSION and openai-agents $SDK_VERSION into $VENV${constraint_args[*]:+ (constraints ${constraint_args[*]:1})} (minutes) ..."
+    echo "Installing the provider${EXTRAS:+ with [$EXTRAS]} beside Airflow $AIRFLOW_VERSION and openai-agents $SDK_VERSION into $VENV${constraint_args[*]:+ (constraints ${constraint_args[*]:1})} (minutes) ..."
     [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
     rm -f "$stamp"
     log="$(mktemp)"
     if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off "${pre_release[@]}" \
-        "${constraint_args[@]}" -e "${ROOT}[test]" "apache-airflow==$AIRFLOW_VERSION" "openai-agents==$SDK_VERSION" >"$log" 2>&1; then
+        "${constraint_args[@]}" -e "${ROOT}[test${EXTRAS:+,$EXTRAS}]" "apache-airflow==$AIRFLOW_VERSION" "openai-agents==$SDK_VERSION" >"$log" 2>&1; then
         grep -v "^WARNING: Location '.*' is ignored" "$log" >&2 || true
         rm -f "$log"
         echo "pip install into $VENV failed (output above)" >&2
@@ -70,7 +78,7 @@ if [[ ! -x "$VENV/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]
     rm -f "$log"
     ensure_agents_testing "$VENV"
     echo "$want" >"$stamp"
-    echo "Installed in $((SECONDS - started)) s: $("$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(apache-airflow|openai-agents|openai|mcp) ' | tr -s ' ' | paste -sd, -)"
+    echo "Installed in $((SECONDS - started)) s: $("$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(apache-airflow|openai-agents|openai|mcp|pydantic-ai-slim) ' | tr -s ' ' | paste -sd, -)"
 fi
 
 # A fresh Airflow home per run, never the developer's own.
