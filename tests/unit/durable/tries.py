@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections import Counter
 from typing import Any
 
@@ -17,6 +19,26 @@ from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
 
 class WorkerDied(BaseException):
     """The try ends here as if its process were killed: nothing in the SDK or the journal catches it."""
+
+
+class LoopTries:
+    """
+    One storage, and a new journal per try, as a new worker has; each try runs ``run()``, a
+    coroutine function of any framework, on an event loop of its own.
+    """
+
+    def __init__(self) -> None:
+        self.storage = InMemoryStorage()
+        self.journal: DurableJournal | None = None
+
+    def attempt(self, run: Any) -> Any:
+        self.journal = DurableJournal(self.storage)
+        with journal_scope(self.journal):
+            return asyncio.run(run())
+
+    def stored(self) -> str:
+        """Every stored entry's text, in one string to look for what must not be stored."""
+        return json.dumps([text or "" for text in self.storage.stored_texts().values()])
 
 
 class Task:

@@ -33,10 +33,8 @@ from pydantic_ai.models.openai import OpenAIResponsesModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from secret_forms import ENCODINGS, SECRET
+from tries import LoopTries
 
-from airflow.providers.common.ai.durable.core.journal import DurableJournal
-from airflow.providers.common.ai.durable.core.scope import journal_scope
-from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.pydantic_ai import run_durably, run_durably_sync, run_stream_durably
 from airflow.providers.common.ai.durable.pydantic_ai._requests import history_digests
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
@@ -92,22 +90,6 @@ def _weather_agent(
     return agent
 
 
-class Tries:
-    """One storage, and a new journal per try, as a new worker has; each try runs on its own event loop."""
-
-    def __init__(self) -> None:
-        self.storage = InMemoryStorage()
-        self.journal: DurableJournal | None = None
-
-    def attempt(self, run: Any) -> Any:
-        self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal):
-            return asyncio.run(run())
-
-    def stored(self) -> str:
-        return json.dumps([text or "" for text in self.storage.stored_texts().values()])
-
-
 def _run(agent: Agent, prompt: str = PROMPT):
     return lambda: run_durably(agent, prompt)
 
@@ -149,7 +131,7 @@ SECOND_INPUT = [
 @WAYS
 def test_a_retry_after_a_failed_second_request_replays_the_first_and_the_tool_call(way):
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     streamed = way is not _run
     with FakeOpenAIServer(TOOL_THEN_TEXT, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
@@ -182,7 +164,7 @@ def test_a_changed_prompt_runs_live_from_the_first_request_and_names_what_change
     runs = Counter()
     # A failed request takes no reply: the second tool call answers try 2's first request.
     script = [TOOL_THEN_TEXT[0], reply.tool_calls(("weather", {"city": "Paris"}, "call_2")), TOOL_THEN_TEXT[1]]
-    tries = Tries()
+    tries = LoopTries()
     with FakeOpenAIServer(script, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
             tries.attempt(_run(_weather_agent(server, runs)))
@@ -224,7 +206,7 @@ def test_a_replayed_reasoning_item_is_sent_back_with_its_id_and_encrypted_conten
         {**SECOND_INPUT[1], "id": "fc_1_0"},
     ]
 
-    tries = Tries()
+    tries = LoopTries()
     with FakeOpenAIServer(script, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
             tries.attempt(way(_weather_agent(server, runs, model_name="gpt-5")))
@@ -243,7 +225,7 @@ def test_a_replayed_answer_lets_the_next_request_continue_from_its_stored_respon
     assert plain[1]["previous_response_id"] == "resp_1"
     assert plain[1]["input"] == [SECOND_INPUT[-1]]
 
-    tries = Tries()
+    tries = LoopTries()
     with FakeOpenAIServer(TOOL_THEN_TEXT, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
             tries.attempt(way(_weather_agent(server, runs, CONTINUED)))
@@ -257,7 +239,7 @@ def test_a_replayed_answer_lets_the_next_request_continue_from_its_stored_respon
 @pytest.mark.parametrize("wrapped", [False, True], ids=["the model", "a model wrapping it"])
 def test_a_replayed_answer_of_a_model_with_a_history_digest_key_is_continued_from_too(wrapped):
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
 
     def agent(server: FakeOpenAIServer) -> Agent:
         return _weather_agent(server, runs, CONTINUED, history_digest_key=b"digest-key", wrapped=wrapped)
@@ -294,7 +276,7 @@ def test_a_replayed_answer_whose_earlier_history_a_later_request_changed_is_not_
     assert "previous_response_id" not in plain[1]
     assert plain[1]["input"][0] == {"role": "user", "content": "[redacted]"}
 
-    tries = Tries()
+    tries = LoopTries()
     with FakeOpenAIServer(TOOL_THEN_TEXT, fail_requests={2}) as server:
         with pytest.raises(ModelHTTPError):
             tries.attempt(_run(agent(server)))
@@ -310,7 +292,7 @@ def test_a_secret_in_an_answer_is_never_stored_and_the_request_runs_again(encode
 
     mask_secret(SECRET)
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     answer = f"The password is {encode(SECRET)} now."
 
     def failing_after(run: Any):
@@ -340,7 +322,7 @@ def test_the_history_digest_of_an_answer_a_secret_went_into_is_never_stored():
 
     mask_secret(SECRET)
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     results = []
 
     def agent(server: FakeOpenAIServer) -> Agent:

@@ -26,6 +26,7 @@ from pydantic_ai.messages import FunctionToolCallEvent, PartDeltaEvent, PartStar
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from secret_forms import ENCODINGS, SECRET
+from tries import LoopTries
 
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import journal_scope
@@ -64,22 +65,6 @@ def _weather_agent(server: FakeOpenAIServer, runs: Counter, keys: list[str] | No
     return agent
 
 
-class Tries:
-    """One storage, and a new journal per try, as a new worker has; each try runs on its own event loop."""
-
-    def __init__(self) -> None:
-        self.storage = InMemoryStorage()
-        self.journal: DurableJournal | None = None
-
-    def attempt(self, run: Any) -> Any:
-        self.journal = DurableJournal(self.storage)
-        with journal_scope(self.journal):
-            return asyncio.run(run())
-
-    def stored(self) -> str:
-        return json.dumps([text or "" for text in self.storage.stored_texts().values()])
-
-
 def _statuses(server: FakeOpenAIServer) -> list[tuple[int, int, bool, bool]]:
     return [(r.number, r.status, r.streamed, r.cut) for r in server.requests]
 
@@ -87,7 +72,7 @@ def _statuses(server: FakeOpenAIServer) -> list[tuple[int, int, bool, bool]]:
 def test_a_streamed_run_with_an_event_stream_handler_replays_the_answer_it_completed_as_events():
     runs, keys = Counter(), []
     events: list[list[Any]] = [[], []]
-    tries = Tries()
+    tries = LoopTries()
 
     def run(server: FakeOpenAIServer, seen: list[Any]):
         async def handler(ctx: Any, stream: Any) -> None:
@@ -126,7 +111,7 @@ def test_a_streamed_run_with_an_event_stream_handler_replays_the_answer_it_compl
 
 def test_a_stream_cut_off_mid_answer_is_not_recorded_and_its_request_is_sent_again():
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     texts: list[list[str]] = [[], []]
 
     def run(server: FakeOpenAIServer, seen: list[str]):
@@ -158,7 +143,7 @@ def test_a_stream_cut_off_mid_answer_is_not_recorded_and_its_request_is_sent_aga
 
 def test_a_first_stream_cut_off_records_nothing_and_the_retry_sends_every_request():
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
 
     def run(server: FakeOpenAIServer):
         async def streamed() -> str:
@@ -182,7 +167,7 @@ def test_a_first_stream_cut_off_records_nothing_and_the_retry_sends_every_reques
 @pytest.mark.parametrize("how", ["break", "cancel"])
 def test_a_stream_its_consumer_left_or_cancelled_before_the_end_is_not_recorded(how):
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
 
     def run(server: FakeOpenAIServer, leave_early: bool):
         async def streamed() -> str:
@@ -216,7 +201,7 @@ def test_a_secret_in_a_streamed_answer_is_never_stored_and_the_request_runs_agai
 
     mask_secret(SECRET)
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     answer = f"The password is {encode(SECRET)} now."
 
     def run(server: FakeOpenAIServer, fail: bool):
@@ -243,7 +228,7 @@ def test_a_secret_in_a_streamed_answer_is_never_stored_and_the_request_runs_agai
 
 def test_iter_durably_replays_a_streamed_node_and_runs_the_rest_live():
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     kinds: list[list[str]] = [[], []]
 
     def run(server: FakeOpenAIServer, seen: list[str]):
@@ -275,7 +260,7 @@ def test_iter_durably_replays_a_streamed_node_and_runs_the_rest_live():
 
 def test_a_changed_prompt_streams_live_from_the_first_request_and_names_what_changed(caplog):
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
     script = [*TOOL_THEN_TEXT[:1], reply.tool_calls(("weather", {"city": "Paris"}, "call_2")), TOOL_THEN_TEXT[1]]
 
     def run(server: FakeOpenAIServer, prompt: str):
@@ -342,7 +327,7 @@ def test_a_fail_tool_found_in_flight_stops_the_try_as_its_streamed_answer_replay
     from airflow.providers.common.ai.durable.pydantic_ai import in_flight
 
     runs = Counter()
-    tries = Tries()
+    tries = LoopTries()
 
     def make_agent(server: FakeOpenAIServer) -> Agent:
         agent = _weather_agent(server, runs)
