@@ -5,6 +5,9 @@ server: which requests reach the server in each try, and how often each tool run
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
+import json
 import logging
 from collections import Counter
 
@@ -17,7 +20,7 @@ pytest.importorskip(
 )
 
 from openai import AsyncOpenAI
-from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import Agent, ModelRetry, Tool
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -366,3 +369,43 @@ def test_outside_a_task_it_is_exactly_the_agents_run():
         result = run_durably_sync(_weather_agent(server, runs, keys), "Hi")
     assert result.output == "Hello."
     assert len(server.requests) == 1
+
+
+@pytest.mark.skipif(
+    "durable" not in inspect.signature(Tool).parameters,
+    reason=f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} has no durable=False on tools (2.78+)",
+)
+def test_a_tool_with_durable_false_runs_live_on_every_try_and_the_others_replay(caplog):
+    runs, keys = Counter(), []
+    script = [
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_1"), ("clock", {}, "call_2")),
+        reply.text("Sunny in Paris at noon."),
+    ]
+
+    def agent(server: FakeOpenAIServer) -> Agent:
+        weather_agent = _weather_agent(server, runs, keys)
+
+        @weather_agent.tool_plain(durable=False)
+        async def clock() -> str:
+            """The time now."""
+            runs["clock"] += 1
+            return f"tick {runs['clock']}"
+
+        return weather_agent
+
+    tries = Tries()
+    with FakeOpenAIServer(script, fail_requests={2}) as server:
+        with pytest.raises(ModelHTTPError):
+            tries.attempt(agent(server), "Weather in Paris?")
+        with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable"):
+            result = tries.attempt(agent(server), "Weather in Paris?")
+
+    assert result.output == "Sunny in Paris at noon."
+    # try 2 replayed the answer and the weather call, ran the clock again, and sent the failed request again with its output
+    assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 500), (3, 200)]
+    assert "tick 1" in json.dumps(server.requests[1].body)
+    assert "tick 2" in json.dumps(server.requests[2].body)
+    assert runs == {"weather": 1, "clock": 2}
+    assert tries.journal.stats.replayed == {"model": 1, "tool": 1}
+    assert "Durable: tool 'clock' runs live, not journaled: its durable=False keeps it out" in caplog.messages
+    assert not [text for text in tries.storage.stored_texts().values() if text and "tick" in text]

@@ -283,7 +283,11 @@ class DurableCapability(AbstractCapability[Any]):
     def _claim_tool_calls(self, response: ModelResponse, parameters: ModelRequestParameters) -> None:
         """Claim the function-tool calls of an answer in the order the model listed them."""
         # An "unapproved" tool is a function tool that runs once a person approves the call.
-        journaled = {tool.name for tool in parameters.function_tools if tool.kind in ("function", "unapproved")}
+        journaled = {
+            tool.name
+            for tool in parameters.function_tools
+            if tool.kind in ("function", "unapproved") and not _kept_out(tool)
+        }
         calls = [part for part in response.parts if isinstance(part, ToolCallPart) and part.tool_name in journaled]
         # Two calls under one id cannot be told apart on the retry: they run live.
         repeated = {call_id for call_id, n in Counter(call.tool_call_id for call in calls).items() if n > 1}
@@ -315,9 +319,11 @@ class DurableCapability(AbstractCapability[Any]):
         step = None if self._is_inside_a_call() else self._tool_steps.pop(call.tool_call_id, None)
         if step is None and call.tool_call_id in self._asked_for_approval and getattr(ctx, "tool_call_approved", False):
             self._asked_for_approval.discard(call.tool_call_id)
-            step = approved_call_step(self.run, call)
+            step = None if _kept_out(tool_def) else approved_call_step(self.run, call)
         if step is None:
-            if not self._is_inside_a_call():
+            if not self._is_inside_a_call() and _kept_out(tool_def):
+                log.info("Durable: tool %r runs live, not journaled: its durable=False keeps it out", call.tool_name)
+            elif not self._is_inside_a_call():
                 log.info(
                     "Durable: tool %r (%s) runs live, not journaled: a retry could not tell its call apart "
                     "(another call of the answer has its id) or its kind is not journaled",
@@ -391,3 +397,11 @@ async def _handled_to_its_end(handler: Any, args: Any, call: str) -> tuple[Any, 
     """
     with Agent.using_thread_executor(call_threads()):
         return await run_to_its_end(handler(args), call)
+
+
+def _kept_out(tool_def: Any) -> bool:
+    """
+    Whether a tool's ``durable=False`` (pydantic-ai-slim 2.78 and later) keeps its calls out of the
+    journal: they run live on every try, as a durable engine runs such a tool outside its durable unit.
+    """
+    return getattr(tool_def, "durable", None) is False
