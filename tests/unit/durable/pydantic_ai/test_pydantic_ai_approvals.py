@@ -8,6 +8,8 @@ of a ``requires_approval=True`` tool is answered by a person, as an OpenAI Agent
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 import json
 from collections import Counter
 from typing import Any
@@ -23,7 +25,7 @@ if not AIRFLOW_V_3_2_PLUS:
     pytest.skip("approvals need Airflow's human-in-the-loop (3.2+)", allow_module_level=True)
 
 from openai import AsyncOpenAI
-from pydantic_ai import Agent, DeferredToolRequests, RunContext, ToolDenied
+from pydantic_ai import Agent, DeferredToolRequests, RunContext, Tool, ToolDenied
 from pydantic_ai.exceptions import ApprovalRequired, UserError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -342,3 +344,42 @@ def test_a_call_found_in_flight_whose_policy_is_ask_fails_the_task_for_good_when
     assert type(failed.value).__name__ == "AirflowFailException"
     assert runs == {"issue_refund": 1}
     assert len(server.requests) == 1
+
+
+@pytest.mark.skipif(
+    "durable" not in inspect.signature(Tool).parameters,
+    reason=f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} has no durable=False on tools (2.78+)",
+)
+def test_an_approved_call_of_a_tool_with_durable_false_runs_on_every_try_and_its_decision_replays():
+    runs: Counter[str] = Counter()
+    task = ApprovalTask()
+    note = ("note_refund", {"order_id": "O-77"}, "call_note")
+    close = ("close_ticket", {}, "call_close")
+    script = [reply.tool_calls(LOOKUP, REFUND, note), reply.tool_calls(close), reply.text("Refunded and closed.")]
+
+    def agent(*, close_dies: bool = False) -> Agent[None, str]:
+        support = support_agent(server, runs, close_dies=close_dies)
+
+        @support.tool_plain(requires_approval=True, durable=False)
+        async def note_refund(order_id: str) -> str:
+            """Note a refund on the ticket; noting it again does no harm."""
+            runs["note_refund"] += 1
+            return f"noted {order_id}"
+
+        return support
+
+    with FakeOpenAIServer(script) as server:
+        task.resume(agent())
+        with pytest.raises(WorkerDied):
+            task.resume(agent(close_dies=True), APPROVED)
+        assert runs == {"lookup_order": 1, "issue_refund": 1, "note_refund": 1, "close_ticket": 1}
+
+        output = task.resume(agent())  # a plain retry: no answer
+
+    assert output == "Refunded and closed."
+    assert task.pending is None
+    # The decision on both replays, asking no one; the journaled refund replays, the note runs again.
+    assert len(server.requests) == 3
+    assert runs == {"lookup_order": 1, "issue_refund": 1, "note_refund": 2, "close_ticket": 2}
+    assert task.journal.stats.approvals == ["issue_refund, note_refund approved by alice"]
+    assert not [key for key, text in task.storage.entries.items() if "noted O-77" in text]

@@ -319,7 +319,7 @@ class DurableCapability(AbstractCapability[Any]):
         step = None if self._is_inside_a_call() else self._tool_steps.pop(call.tool_call_id, None)
         if step is None and call.tool_call_id in self._asked_for_approval and getattr(ctx, "tool_call_approved", False):
             self._asked_for_approval.discard(call.tool_call_id)
-            step = None if _kept_out(tool_def) else approved_call_step(self.run, call)
+            step = approved_call_step(self.run, call)
         if step is None:
             if not self._is_inside_a_call() and _kept_out(tool_def):
                 log.info("Durable: tool %r runs live, not journaled: its durable=False keeps it out", call.tool_name)
