@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from upath import UPath
@@ -76,3 +77,15 @@ def records_in_store(accessor: FakeTaskStateStore) -> list[tuple[str, str]]:
 def records_in_folder(folder: Any) -> list[tuple[str, str]]:
     """Every record of the journal's segments under ``folder`` (a cache path on local disk), as (key, text)."""
     return [record for path in sorted(folder.rglob("segment-*.log")) for record in records_of(path.read_bytes())[0]]
+
+
+def assert_fernet_tokens_only(stored: list[tuple[str, str]], plain: tuple[str, ...]) -> None:
+    """
+    Each stored record is one Fernet token and nothing beside it, and none of ``plain`` shows in
+    them (a token's base64 holds digits now and then, so look for words, not numbers).
+    """
+    tokens = [text for _, text in stored]
+    assert all(re.fullmatch(r"fernet:[A-Za-z0-9_-]+=*", token) for token in tokens), tokens
+    everything = "\n".join(tokens)
+    for word in plain:
+        assert word not in everything, word
