@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 import tries
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
@@ -90,6 +92,74 @@ def test_a_stretch_the_try_ends_in_is_logged_as_the_run_ends_and_one_replayed_st
         task.failing_attempt(Agent(name="a", model=ScriptedModel([RuntimeError()]), tools=[weather]))
     assert _progress_lines(caplog) == [
         "Durable: replayed steps 1.1 to 1.4: 2 model calls ('ScriptedModel'), 2 tool calls ('weather')"
+    ]
+
+
+def test_a_divergence_is_logged_after_the_stretch_replayed_before_it(caplog):
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    requests_of_try_2: list[int] = []
+
+    def instructions(context, agent) -> str:
+        # Try 2's second request asks with other instructions: the run diverges there.
+        if on_try_2:
+            requests_of_try_2.append(1)
+        return "Be very brief." if len(requests_of_try_2) > 1 else "Be brief."
+
+    def agent(model: ScriptedModel) -> Agent:
+        return Agent(name="a", instructions=instructions, model=model, tools=[weather])
+
+    def calls(n: int) -> list:
+        return [function_call("weather", {"city": f"city-{n}"}, call_id=f"c{n}")]
+
+    task, on_try_2 = tries.Task(), False
+    task.failing_attempt(agent(ScriptedModel([calls(1), calls(2), RuntimeError()])))
+    on_try_2 = True
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable"):
+        task.attempt(agent(ScriptedModel([[assistant_message("ok")]])))
+
+    assert _durable_lines(caplog) == [
+        "Durable: replayed steps 1.1 to 1.2: 1 model call ('ScriptedModel'), 1 tool call ('weather')",
+        "Durable: run diverged; this call and every later call of run 1 run live step=model 'ScriptedModel' at 1.3 "
+        "reason='it asks something other than the recorded call: the instructions changed'",
+        "Durable: model 'ScriptedModel' at 1.3 ran live",
+    ]
+
+
+def test_a_step_that_failed_before_is_logged_as_running_live_after_the_stretch_replayed_before_it(caplog):
+    down = [True]
+
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        if down[0]:
+            raise ConnectionError("the weather service is down")
+        return f"sunny in {city}"
+
+    calls = [function_call("weather", {"city": "Paris"}, call_id="c1")]
+    task = tries.Task()
+    task.failing_attempt(Agent(name="a", model=ScriptedModel([calls, RuntimeError()]), tools=[weather]))
+    down[0] = False
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable"):
+        task.attempt(Agent(name="a", model=ScriptedModel([[assistant_message("ok")]]), tools=[weather]))
+
+    assert _durable_lines(caplog)[:3] == [
+        "Durable: model 'ScriptedModel' at 1.1 replayed",
+        "Durable: runs live step=tool 'weather' at 1.2 reason='it failed on an earlier try'",
+        "Durable: tool 'weather' at 1.2 ran live",
+    ]
+
+
+def _durable_lines(caplog) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("Durable: ") and "fernet_key" not in r.getMessage()
     ]
 
 

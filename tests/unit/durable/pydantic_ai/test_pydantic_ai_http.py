@@ -409,3 +409,63 @@ def test_a_tool_with_durable_false_runs_live_on_every_try_and_the_others_replay(
     assert tries.journal.stats.replayed == {"model": 1, "tool": 1}
     assert "Durable: tool 'clock' runs live, not journaled: its durable=False keeps it out" in caplog.messages
     assert not [text for text in tries.storage.stored_texts().values() if text and "tick" in text]
+
+
+@pytest.mark.skipif(
+    "durable" not in inspect.signature(Tool).parameters,
+    reason=f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} has no durable=False on tools (2.78+)",
+)
+@pytest.mark.parametrize("changes", [False, True], ids=["same output each try", "output changes"])
+def test_the_output_of_a_durable_false_tool_decides_whether_the_calls_after_it_replay(caplog, changes):
+    runs, keys = Counter(), []
+    # The failed request takes no answer: the retry's next live request takes the one after try 1's.
+    script = [
+        reply.tool_calls(("clock", {}, "call_0")),
+        reply.tool_calls(("weather", {"city": "Paris"}, "call_1")),
+        *([reply.tool_calls(("weather", {"city": "Paris"}, "call_1"))] if changes else []),
+        reply.text("Sunny in Paris at noon."),
+    ]
+
+    def agent(server: FakeOpenAIServer) -> Agent:
+        weather_agent = _weather_agent(server, runs, keys)
+
+        @weather_agent.tool_plain(durable=False)
+        async def clock() -> str:
+            """The time now."""
+            runs["clock"] += 1
+            return f"tick {runs['clock']}" if changes else "noon"
+
+        return weather_agent
+
+    tries = Tries()
+    with FakeOpenAIServer(script, fail_requests={3}) as server:
+        with pytest.raises(ModelHTTPError):
+            tries.attempt(agent(server), "Weather in Paris?")
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable"):
+            result = tries.attempt(agent(server), "Weather in Paris?")
+
+    assert result.output == "Sunny in Paris at noon."
+    lines = [message for message in caplog.messages if message.startswith("Durable: ") and "fernet_key" not in message]
+    if changes:
+        # The request that carries the clock's new output asks something else (R-8): it and every call after run live.
+        assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 200), (3, 500), (4, 200), (5, 200)]
+        assert runs == {"clock": 2, "weather": 2}
+        assert tries.journal.stats.replayed == {"model": 1}
+        assert lines[:3] == [
+            "Durable: model 'gpt-4o' at 1.1 replayed",
+            "Durable: tool 'clock' runs live, not journaled: its durable=False keeps it out",
+            "Durable: run diverged; this call and every later call of run 1 run live step=model 'gpt-4o' at 1.2 "
+            "reason='it asks something other than the recorded call: input item 2 differs (counting from 0; "
+            "the input has 3 items)'",
+        ]
+    else:
+        # Only the clock and the request that failed run again.
+        assert [(r.number, r.status) for r in server.requests] == [(1, 200), (2, 200), (3, 500), (4, 200)]
+        assert runs == {"clock": 2, "weather": 1}
+        assert tries.journal.stats.replayed == {"model": 2, "tool": 1}
+        assert lines[:3] == [
+            "Durable: model 'gpt-4o' at 1.1 replayed",
+            "Durable: tool 'clock' runs live, not journaled: its durable=False keeps it out",
+            "Durable: replayed steps 1.2 to 1.3: 1 model call ('gpt-4o'), 1 tool call ('weather')",
+        ]

@@ -35,6 +35,7 @@ from airflow.providers.common.ai.durable.core.entries import (
 from airflow.providers.common.ai.durable.core.fingerprint import recorded_digest_is, recorded_form
 from airflow.providers.common.ai.durable.core.in_flight import RESOLUTION_META
 from airflow.providers.common.ai.durable.core.journal_io import READ_AHEAD
+from airflow.providers.common.ai.durable.core.progress import ProgressLog
 from airflow.providers.common.ai.durable.core.steps import JournalStep, idempotency_key_of
 
 if TYPE_CHECKING:
@@ -93,6 +94,9 @@ class DurableRun:
         #: Calls an earlier try left in flight in recorded entries this run no longer lines up with:
         #: the adapter resolves each before the run's next live call (R-56).
         self.calls_left_in_flight: list[CallLeftInFlight] = []
+        #: The run's lines in the task log (R-38), the adapter's: a claim that runs live logs why
+        #: after the stretch of replayed steps before it.
+        self.progress: ProgressLog | None = None
 
     def claim(
         self,
@@ -174,6 +178,7 @@ class DurableRun:
             step.replay(entry)
         else:
             reason = _WHY_LIVE.get(state, f"its recorded state is {state!r}")
+            self.flush_progress()
             log.info("Durable: runs live step=%s reason=%r", step.describe(), reason)
 
     def _open_snapshot(self, found: Lookup | None) -> None:
@@ -276,6 +281,11 @@ class DurableRun:
         self._reads_ahead = False
         self._ahead = {position: read for position, read in self._ahead.items() if not read.cancel()}
 
+    def flush_progress(self) -> None:
+        """Log the stretch of replayed steps not logged yet: a line about a later step follows."""
+        if self.progress is not None:
+            self.progress.flush()
+
     def diverge(self, step: JournalStep, reason: str) -> None:
         """From ``step`` on, this run no longer lines up with what was recorded (``reason``): its calls run live."""
         if self.reads and not self.numbered_new:
@@ -285,6 +295,7 @@ class DurableRun:
         self.reads = False
         step.reads_nested_runs = False
         self.journal.stats.divergences.append((step.key, step.describe(), reason))
+        self.flush_progress()
         log.warning(
             "Durable: run diverged; this call and every later call of run %s run live step=%s reason=%r",
             self.path,

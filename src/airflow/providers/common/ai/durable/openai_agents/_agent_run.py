@@ -120,7 +120,7 @@ class DurableAgentRun:
     def __init__(self, run: DurableRun) -> None:
         self.run = run
         #: The run's lines in the task log as its steps complete (R-38).
-        self.progress = ProgressLog(log)
+        self.progress = run.progress = ProgressLog(log)
         self._models: dict[int, DurableModel] = {}
         # Tool steps of the latest model answer, claimed in the model's order, by call id.
         self._tool_steps: dict[str, JournalStep] = {}

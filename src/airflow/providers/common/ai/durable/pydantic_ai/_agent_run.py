@@ -121,6 +121,9 @@ class DurableCapability(AbstractCapability[Any]):
     # The toolset each tool offered to the model comes from, by name, where its policy is found.
     _tool_origins: dict[str, AbstractToolset[Any]] = field(default_factory=dict, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        self.run.progress = self.progress
+
     def get_wrapper_model(self, model: Model) -> Model | None:
         return None if isinstance(model, _DurableModel) else _DurableModel(model, self)
 
@@ -321,15 +324,19 @@ class DurableCapability(AbstractCapability[Any]):
             self._asked_for_approval.discard(call.tool_call_id)
             step = approved_call_step(self.run, call)
         if step is None:
-            if not self._is_inside_a_call() and _kept_out(tool_def):
-                log.info("Durable: tool %r runs live, not journaled: its durable=False keeps it out", call.tool_name)
-            elif not self._is_inside_a_call():
-                log.info(
-                    "Durable: tool %r (%s) runs live, not journaled: a retry could not tell its call apart "
-                    "(another call of the answer has its id) or its kind is not journaled",
-                    call.tool_name,
-                    getattr(tool_def, "kind", "tool"),
-                )
+            if not self._is_inside_a_call():
+                self.progress.flush()  # the replayed steps before it, logged before it is
+                if _kept_out(tool_def):
+                    log.info(
+                        "Durable: tool %r runs live, not journaled: its durable=False keeps it out", call.tool_name
+                    )
+                else:
+                    log.info(
+                        "Durable: tool %r (%s) runs live, not journaled: a retry could not tell its call apart "
+                        "(another call of the answer has its id) or its kind is not journaled",
+                        call.tool_name,
+                        getattr(tool_def, "kind", "tool"),
+                    )
             return await handler(args)
         if step.replayed:
             step.handed_out()
