@@ -371,10 +371,26 @@ def test_outside_a_task_it_is_exactly_the_agents_run():
     assert len(server.requests) == 1
 
 
-@pytest.mark.skipif(
+_NEEDS_DURABLE_FALSE = pytest.mark.skipif(
     "durable" not in inspect.signature(Tool).parameters,
     reason=f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} has no durable=False on tools (2.78+)",
 )
+
+
+def _agent_with_a_clock(server: FakeOpenAIServer, runs: Counter, keys: list[str], *, ticks: bool = True) -> Agent:
+    """The weather agent with a ``clock`` tool marked ``durable=False``: ``tick <n>`` on its n-th call, or always ``noon``."""
+    weather_agent = _weather_agent(server, runs, keys)
+
+    @weather_agent.tool_plain(durable=False)
+    async def clock() -> str:
+        """The time now."""
+        runs["clock"] += 1
+        return f"tick {runs['clock']}" if ticks else "noon"
+
+    return weather_agent
+
+
+@_NEEDS_DURABLE_FALSE
 def test_a_tool_with_durable_false_runs_live_on_every_try_and_the_others_replay(caplog):
     runs, keys = Counter(), []
     script = [
@@ -383,15 +399,7 @@ def test_a_tool_with_durable_false_runs_live_on_every_try_and_the_others_replay(
     ]
 
     def agent(server: FakeOpenAIServer) -> Agent:
-        weather_agent = _weather_agent(server, runs, keys)
-
-        @weather_agent.tool_plain(durable=False)
-        async def clock() -> str:
-            """The time now."""
-            runs["clock"] += 1
-            return f"tick {runs['clock']}"
-
-        return weather_agent
+        return _agent_with_a_clock(server, runs, keys)
 
     tries = Tries()
     with FakeOpenAIServer(script, fail_requests={2}) as server:
@@ -411,10 +419,7 @@ def test_a_tool_with_durable_false_runs_live_on_every_try_and_the_others_replay(
     assert not [text for text in tries.storage.stored_texts().values() if text and "tick" in text]
 
 
-@pytest.mark.skipif(
-    "durable" not in inspect.signature(Tool).parameters,
-    reason=f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} has no durable=False on tools (2.78+)",
-)
+@_NEEDS_DURABLE_FALSE
 @pytest.mark.parametrize("changes", [False, True], ids=["same output each try", "output changes"])
 def test_the_output_of_a_durable_false_tool_decides_whether_the_calls_after_it_replay(caplog, changes):
     runs, keys = Counter(), []
@@ -427,15 +432,7 @@ def test_the_output_of_a_durable_false_tool_decides_whether_the_calls_after_it_r
     ]
 
     def agent(server: FakeOpenAIServer) -> Agent:
-        weather_agent = _weather_agent(server, runs, keys)
-
-        @weather_agent.tool_plain(durable=False)
-        async def clock() -> str:
-            """The time now."""
-            runs["clock"] += 1
-            return f"tick {runs['clock']}" if changes else "noon"
-
-        return weather_agent
+        return _agent_with_a_clock(server, runs, keys, ticks=changes)
 
     tries = Tries()
     with FakeOpenAIServer(script, fail_requests={3}) as server:
