@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 
-import pytest
-
 import tries
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
