@@ -39,6 +39,13 @@ Calls found in flight (R-56)
     finds the tool, its arguments and its policy, and carries the stop it is handed out of its
     framework's run loop.
 
+The task log (R-38)
+    Each run's lines come from a :class:`~.progress.ProgressLog` on the adapter's logger, given to
+    the run as ``run.progress``: the adapter hands it each step as it completes
+    (``progress.step_done(step)``) and calls ``progress.flush()`` as a live call starts, before the
+    call's own lines, and as the run ends, however it ends; the core flushes it before a line of
+    its own about why a claimed call runs live.
+
 The budget (R-58)
     Before each live model request the adapter awaits :func:`admitted_by_budget`, and once the
     request returned calls :func:`settled` with what it used (``ModelUsage.of_call``), or ``None``
