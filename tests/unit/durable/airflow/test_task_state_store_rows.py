@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import json
+import os
 
 import pytest
 
@@ -28,7 +29,8 @@ def run_id() -> str:
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
 
-    run_id = f"manual__rows_{next(_runs)}"
+    # The process in it too: a database another run of these tests left rows in holds none of these.
+    run_id = f"manual__rows_{os.getpid()}_{next(_runs)}"
     with create_session() as session:
         session.add(DagRun(dag_id=DAG_ID, run_id=run_id, run_type="manual", state="failed"))
     return run_id
