@@ -466,3 +466,37 @@ def test_the_output_of_a_durable_false_tool_decides_whether_the_calls_after_it_r
             "Durable: tool 'clock' runs live, not journaled: its durable=False keeps it out",
             "Durable: replayed steps 1.2 to 1.3: 1 model call ('gpt-4o'), 1 tool call ('weather')",
         ]
+
+
+def test_a_tool_call_that_failed_before_is_logged_as_running_live_after_the_replayed_answer_that_asked_it(caplog):
+    down = [True]
+
+    def agent(server: FakeOpenAIServer) -> Agent:
+        built = Agent(_model(server))
+
+        @built.tool_plain
+        def weather(city: str) -> str:
+            """The weather in a city."""
+            if down[0]:
+                raise ModelRetry("the weather service is down")
+            return f"sunny in {city}"
+
+        return built
+
+    script = [reply.tool_calls(("weather", {"city": "Paris"}, "call_1")), reply.text("Sunny in Paris.")]
+    tries = Tries()
+    with FakeOpenAIServer(script, fail_requests={2}) as server:
+        with pytest.raises(ModelHTTPError):
+            tries.attempt(agent(server), "Weather in Paris?")
+        down[0] = False
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="airflow.providers.common.ai.durable"):
+            tries.attempt(agent(server), "Weather in Paris?")
+
+    assert [r.number for r in server.requests] == [1, 2, 3]
+    lines = [message for message in caplog.messages if message.startswith("Durable: ") and "fernet_key" not in message]
+    assert lines[:3] == [
+        "Durable: model 'gpt-4o' at 1.1 replayed",
+        "Durable: runs live step=tool 'weather' at 1.2 reason='it failed on an earlier try'",
+        "Durable: tool 'weather' at 1.2 ran live",
+    ]
