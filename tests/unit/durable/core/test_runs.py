@@ -26,6 +26,37 @@ def scripted(*steps) -> ScriptedModel:
     return ScriptedModel(list(steps))
 
 
+class AllStarted:
+    """
+    The runs of one try, in flight together for sure: each run's first live model call waits until
+    every run has made one. Without it, on a loaded machine a run could end before the next one
+    started, and runs one after the other replay in their order, as they should.
+    """
+
+    def __init__(self, runs: int) -> None:
+        self.waiting, self.event = runs, asyncio.Event()
+
+    async def arrive(self) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.event.set()
+        await asyncio.wait_for(self.event.wait(), timeout=60)
+
+
+class Gated(ScriptedModel):
+    """A scripted model whose first live call waits at ``gate`` (:class:`AllStarted`)."""
+
+    def __init__(self, steps, gate: AllStarted) -> None:
+        super().__init__(steps)
+        self.gate: AllStarted | None = gate
+
+    async def get_response(self, *args, **kwargs):
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            await gate.arrive()
+        return await super().get_response(*args, **kwargs)
+
+
 class Tellers:
     """One teller agent per customer, run together; the customer is in the context, its balance in a tool."""
 
@@ -45,8 +76,8 @@ class Tellers:
     def attempt(
         self, journal: DurableJournal, order: list[str], *steps, prompt, keyed: bool
     ) -> dict[str, ScriptedModel]:
-        """One try: the customers' runs started together in ``order``; ``prompt`` gives each its input."""
-        models = {customer: scripted(*steps) for customer in order}
+        """One try: the customers' runs in flight together, started in ``order``; ``prompt`` gives each its input."""
+        models: dict[str, ScriptedModel] = {}
 
         async def one(customer: str) -> None:
             key = {"durable_key": customer} if keyed else {}
@@ -54,6 +85,8 @@ class Tellers:
             await run_durably(agent, prompt(customer), context=customer, **key)
 
         async def together() -> None:
+            gate = AllStarted(len(order))
+            models.update({customer: Gated(list(steps), gate) for customer in order})
             await asyncio.gather(*(one(customer) for customer in order), return_exceptions=True)
 
         with journal_scope(journal):
@@ -148,7 +181,8 @@ def test_identical_runs_started_concurrently_without_a_durable_key_warn_once(cap
         return "ok"
 
     async def three():
-        agents = [Agent(name="a", model=scripted([assistant_message("hi")]), tools=[noop]) for _ in range(3)]
+        gate = AllStarted(3)
+        agents = [Agent(name="a", model=Gated([[assistant_message("hi")]], gate), tools=[noop]) for _ in range(3)]
         await asyncio.gather(*(run_durably(agent, "same prompt") for agent in agents))
 
     with caplog.at_level(logging.WARNING), journal_scope(DurableJournal(InMemoryStorage())):
