@@ -469,7 +469,7 @@ def test_the_output_of_a_durable_false_tool_decides_whether_the_calls_after_it_r
 
 
 def test_a_tool_call_that_failed_before_is_logged_as_running_live_after_the_replayed_answer_that_asked_it(caplog):
-    down = [True]
+    down, runs = [True], Counter()
 
     def agent(server: FakeOpenAIServer) -> Agent:
         built = Agent(_model(server))
@@ -477,6 +477,7 @@ def test_a_tool_call_that_failed_before_is_logged_as_running_live_after_the_repl
         @built.tool_plain
         def weather(city: str) -> str:
             """The weather in a city."""
+            runs[city] += 1
             if down[0]:
                 raise ModelRetry("the weather service is down")
             return f"sunny in {city}"
@@ -494,6 +495,7 @@ def test_a_tool_call_that_failed_before_is_logged_as_running_live_after_the_repl
             tries.attempt(agent(server), "Weather in Paris?")
 
     assert [r.number for r in server.requests] == [1, 2, 3]
+    assert runs == {"Paris": 2}  # once in each try: its failure was not recorded, so it runs again
     lines = [message for message in caplog.messages if message.startswith("Durable: ") and "fernet_key" not in message]
     assert lines[:3] == [
         "Durable: model 'gpt-4o' at 1.1 replayed",
