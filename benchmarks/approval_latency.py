@@ -54,8 +54,12 @@ def measure(hold: str, out: Path) -> list[tuple[float, float, str]]:
             "DURABLE_TEST_OUT": str(out),
             "AIRFLOW__COMMON_AI__APPROVAL_WAIT_IN_WORKER": hold,
         }
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env={**os.environ, **env}, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            env={**os.environ, **env},
+            check=True,
+            capture_output=True,
+        )
         with ServicesWithTriggerer(TEST_DAGS, Path(tempfile.mkdtemp()), env) as airflow:
             for moment in MOMENTS * REPEATS:
                 server.add(LOOKUP, REFUND, reply.text("Refunded, closing."))
@@ -69,8 +73,11 @@ def measure(hold: str, out: Path) -> list[tuple[float, float, str]]:
                     float("nan")
                 ]
                 results.append((moment, refunded - answered, f"{instance['state']} in try {instance['try_number']}"))
-                print(f"hold {hold:>2} s, answer at {moment:>2} s: refund {refunded - answered:5.1f} s later, "
-                      f"{results[-1][2]}", flush=True)
+                print(
+                    f"hold {hold:>2} s, answer at {moment:>2} s: refund {refunded - answered:5.1f} s later, "
+                    f"{results[-1][2]}",
+                    flush=True,
+                )
     return results
 
 

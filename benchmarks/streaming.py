@@ -56,7 +56,9 @@ def cpu_seconds(start) -> float:
 
 
 def main() -> None:
-    print(f"{'storage':<8}{'N':>5}{'streamed s':>12}{'record s':>10}{'replay s':>10}{'record/run':>12}{'replay/run':>12}")
+    print(
+        f"{'storage':<8}{'N':>5}{'streamed s':>12}{'record s':>10}{'replay s':>10}{'record/run':>12}{'replay/run':>12}"
+    )
     for n in (10, 100):
         with tempfile.TemporaryDirectory() as folder:
             ids = {"dag_id": "bench", "run_id": "r", "task_id": "t", "map_index": -1}
