@@ -60,8 +60,12 @@ class DagFileRun:
         return pattern.findall(self.output)
 
 
-def run_dag_file(path: Path, env: dict[str, str], *, timeout: float = 300) -> DagFileRun:
-    """``python <path>`` with the DAG's folder as the DAGS folder; returns its exit code and output."""
+def run_dag_file(path: Path, env: dict[str, str], *, timeout: float = 600) -> DagFileRun:
+    """
+    ``python <path>`` with the DAG's folder as the DAGS folder; returns its exit code and output.
+    The timeout only stops a run that hangs: on a loaded CI (load 10 to 30 on 2 cores) a dag.test()
+    of two tasks and their retries, ~40 s alone, took 274 s.
+    """
     environ = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
     # One stream, in the order it was written: Airflow 3.1's dag.test() writes an operator's own
     # log lines (self.log) to stdout, and the [DAG TEST] lines that delimit each try, with every
