@@ -28,7 +28,8 @@ durable_cache_path on file:// under TMPDIR, a new storage each try, and DurableJ
 timed after the replaying try, as its AgentOperator calls it (a @task's run_durably_sync deletes the
 run alone, one delete fewer). On Airflow 3.3 its task keeps the journal in the task state store. Its agent is openai_agents.py's agent() and tool, taken from that
 file's source, since that module imports this provider. The workers' logs go to
-TMPDIR/side_by_side.<provider>.log.
+TMPDIR/side_by_side.<provider>.log; this provider's step lines are written as a task's process on
+Airflow 3 writes them (openai_agents.log_as_a_task(), to /dev/null), as openai_agents.py measures.
 """
 
 from __future__ import annotations
@@ -162,6 +163,10 @@ def serve(provider: str, results_fd: int) -> None:
     results = os.fdopen(results_fd, "w")
     with tempfile.TemporaryDirectory() as folder:
         runner = Ours(folder) if provider == "ours" else Published(folder)
+        if provider == "ours":
+            # As openai_agents.py measures it: its per-step INFO lines written as a task's process
+            # writes them. The published provider logs its steps at DEBUG only.
+            runner.bench.log_as_a_task()
         import agents
 
         results.write(json.dumps({"provider": runner.version, "agents": agents.__version__}) + "\n")
