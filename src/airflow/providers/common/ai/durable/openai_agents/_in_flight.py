@@ -44,6 +44,8 @@ async def resolve_left_in_flight(
     its name now (``in_flight_calls.resolve_left_in_flight``). A streamed run stops with the error
     itself: it hands the user its loop's exception as it is.
     """
+    if not run.calls_left_in_flight:
+        return  # the common case, told before the tools are looked at
     by_name = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)}
 
     def policy_named(name: str) -> InFlightPolicy | None:
