@@ -165,7 +165,7 @@ def never_asked(airflow: ServicesWithTriggerer, run_id: str, instance: tuple[int
         ti = None
     if not timed_out and (ti is None or ti["state"] not in ("success", "failed", "upstream_failed", "removed")):
         return
-    tries = ti["try_number"] if ti else 2
+    tries = ti["try_number"] if ti else retries + 1  # its last try, at most
     logs = airflow.mapped_task_logs(TIMING_DAG, run_id, map_index, tries, task_id=task_of(retries))
     scheduler = [
         line
