@@ -37,6 +37,9 @@ from mcp.types import ImageContent
 #: The ``_meta`` key the adapter sends (durable/_mcp.py), spelled out: the server is another program.
 KEY_META = "airflow.apache.org/idempotency-key"
 SERVER = Path(__file__).resolve()
+#: Seconds a client waits for the server to answer, connecting and after: the SDKs' default of 5 s
+#: is less than a new Python process takes to start and answer on a loaded CI machine.
+CONNECT_TIMEOUT = 60
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 
 

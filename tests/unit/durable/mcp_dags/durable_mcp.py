@@ -36,9 +36,13 @@ def durable_mcp():
                     "env": {"MCP_CALLS": os.environ["MCP_STDIO_CALLS"]},
                 },
                 name="calculator",
+                client_session_timeout_seconds=60,  # the SDK's 5 s is short for a process start under load
             )
             mail = MCPServerStreamableHttp(
-                params={"url": os.environ["MCP_HTTP_URL"]}, name="mail", failure_error_function=None
+                params={"url": os.environ["MCP_HTTP_URL"]},
+                name="mail",
+                failure_error_function=None,
+                client_session_timeout_seconds=60,
             )
             async with calculator, mail:
                 client = AsyncOpenAI(base_url=os.environ["FAKE_OPENAI_BASE_URL"], api_key="x", max_retries=0)

@@ -27,7 +27,7 @@ from agents.mcp.util import MCPUtil
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
 from agents.version import __version__ as SDK_VERSION
-from mcp_servers import KEY_META, PNG, SERVER, http_server, read_calls, stdio_params, tools_called
+from mcp_servers import CONNECT_TIMEOUT, KEY_META, PNG, SERVER, http_server, read_calls, stdio_params, tools_called
 from tries import Task, WorkerDied
 
 from airflow.providers.common.ai.durable.core.adapter import MCP_IDEMPOTENCY_KEY_META
@@ -76,6 +76,7 @@ class Servers:
 
     def connect(self, **kwargs: Any) -> MCPServer:
         """A new client for the server, as a new try creates: connected when the try starts."""
+        kwargs.setdefault("client_session_timeout_seconds", CONNECT_TIMEOUT)
         if self.transport == "stdio":
             return MCPServerStdio(params=stdio_params(self.calls, **kwargs.pop("env", {})), name="tools", **kwargs)
         client = MCPServerSse if self.transport == "sse" else MCPServerStreamableHttp
@@ -482,8 +483,12 @@ def test_two_servers_with_the_same_tools_under_their_server_names_are_journaled_
 
     def servers() -> tuple[MCPServer, MCPServer]:
         return (
-            MCPServerStdio(params=stdio_params(east.calls), name="east"),
-            MCPServerStdio(params=stdio_params(west.calls), name="west"),
+            MCPServerStdio(
+                params=stdio_params(east.calls), name="east", client_session_timeout_seconds=CONNECT_TIMEOUT
+            ),
+            MCPServerStdio(
+                params=stdio_params(west.calls), name="west", client_session_timeout_seconds=CONNECT_TIMEOUT
+            ),
         )
 
     def sums(scripted: ScriptedModel, both: tuple[MCPServer, MCPServer]) -> Agent:
@@ -650,12 +655,12 @@ class NoMetaServer(MCPServerStdio):
 def test_a_server_whose_call_tool_takes_no_meta_is_called_as_the_sdk_calls_it_and_replays(stdio):
     task = McpTask()
     first = model([call("add", "c1", a=2, b=3)], ModelDown())
-    server = NoMetaServer(params=stdio_params(stdio.calls), name="old")
+    server = NoMetaServer(params=stdio_params(stdio.calls), name="old", client_session_timeout_seconds=CONNECT_TIMEOUT)
     with pytest.raises(ModelDown):
         task.attempt(agent(first, server), servers=(server,))
 
     second = model(text("5"))
-    server = NoMetaServer(params=stdio_params(stdio.calls), name="old")
+    server = NoMetaServer(params=stdio_params(stdio.calls), name="old", client_session_timeout_seconds=CONNECT_TIMEOUT)
     task.attempt(agent(second, server), servers=(server,))
 
     assert stdio.received == ["add"]

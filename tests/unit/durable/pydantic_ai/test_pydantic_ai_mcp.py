@@ -4,7 +4,7 @@ Tools of a real MCP server (``mcp_servers.py``, in its own process over stdio) t
 OpenAI-compatible server: what reaches the MCP server in each try, and the idempotency key it gets.
 
 ``pydantic_ai.mcp`` needs the FastMCP client (``fastmcp-slim[client]``, Pydantic AI's ``[mcp]``
-extra), which the 3.3 test venv does not install: without it these tests are skipped.
+extra): where it is not installed these tests are skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytest.importorskip(
 )
 
 from fastmcp.client.transports import StdioTransport
-from mcp_servers import KEY_META, SERVER, read_calls, tools_called
+from mcp_servers import CONNECT_TIMEOUT, KEY_META, SERVER, read_calls, tools_called
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelHTTPError
@@ -62,7 +62,7 @@ class Tries:
 
 def _mcp(calls, process_tool_call: Any = send_idempotency_key) -> MCPToolset:
     transport = StdioTransport(command=sys.executable, args=[str(SERVER), "stdio"], env={"MCP_CALLS": str(calls)})
-    return MCPToolset(transport, id="durable-test", process_tool_call=process_tool_call)
+    return MCPToolset(transport, id="durable-test", process_tool_call=process_tool_call, init_timeout=CONNECT_TIMEOUT)
 
 
 def _agent(server: FakeOpenAIServer, toolset: MCPToolset) -> Agent:

@@ -66,8 +66,10 @@ def restore_custom_data(context: Any, recorded: Any) -> None:
 
 
 def _is_error(result: Any) -> bool:
-    # mcp 2 names the flag is_error, mcp 1 isError; the SDK supports both.
-    return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
+    # mcp 2 names the flag is_error, mcp 1 isError; the SDK supports both. Where both exist the old
+    # name is a deprecated alias (FastMCP warns on reading it): read it only where it is the field.
+    flag = "is_error" if hasattr(result, "is_error") else "isError"
+    return bool(getattr(result, flag, None))
 
 
 def _accepts_meta(call_tool: Callable[..., Any]) -> bool:
