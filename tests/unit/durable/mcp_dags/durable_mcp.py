@@ -17,6 +17,10 @@ from datetime import datetime, timedelta
 
 from airflow.providers.common.compat.sdk import dag, task
 
+#: Seconds the MCP clients wait for a server, as in ``mcp_servers.CONNECT_TIMEOUT`` (this file runs
+#: under Airflow, apart from the tests): the SDK's 5 s is short for a process start under load.
+CONNECT_TIMEOUT = 60
+
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def durable_mcp():
@@ -36,13 +40,13 @@ def durable_mcp():
                     "env": {"MCP_CALLS": os.environ["MCP_STDIO_CALLS"]},
                 },
                 name="calculator",
-                client_session_timeout_seconds=60,  # the SDK's 5 s is short for a process start under load
+                client_session_timeout_seconds=CONNECT_TIMEOUT,
             )
             mail = MCPServerStreamableHttp(
                 params={"url": os.environ["MCP_HTTP_URL"]},
                 name="mail",
                 failure_error_function=None,
-                client_session_timeout_seconds=60,
+                client_session_timeout_seconds=CONNECT_TIMEOUT,
             )
             async with calculator, mail:
                 client = AsyncOpenAI(base_url=os.environ["FAKE_OPENAI_BASE_URL"], api_key="x", max_retries=0)
