@@ -240,28 +240,38 @@ class AirflowServices:
         return (self.logs / f"{name}.log").read_text(errors="replace")
 
     def _request(self, method: str, path: str, body: Any = None, *, patient: bool = True) -> Any:
-        """The REST call's JSON answer; a refused connection is tried again for a minute if ``patient``."""
+        """The REST call's JSON answer.
+
+        If ``patient``, a refused connection is tried again for a minute, and a GET that got no
+        answer in 30 s (a web server starved of CPU on a loaded CI machine) for three minutes: a GET
+        changes nothing, so asking again is safe; another method's timeout is raised.
+        """
         request = urllib.request.Request(
             f"{self.url}{path}",
             data=None if body is None else json.dumps(body).encode(),
             method=method,
             headers={"Content-Type": "application/json", **self._authorization()},
         )
-        deadline = time.monotonic() + 60
+        started = time.monotonic()
         while True:
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
                     return json.loads(response.read() or b"null")
-            except urllib.error.URLError as error:
-                if not patient or not isinstance(error.reason, ConnectionRefusedError):
+            except (urllib.error.URLError, TimeoutError) as error:
+                reason = getattr(error, "reason", error)
+                refused = isinstance(reason, ConnectionRefusedError)
+                slow = isinstance(reason, TimeoutError) and method == "GET"
+                if not patient or not (refused or slow):
                     raise
-                # Nothing listens: a web server restarting its workers, or one that died (then
-                # ensure_running says so, with its log); after a minute, the end of its log.
+                # Nothing listens (a web server restarting its workers, or one that died: then
+                # ensure_running says so, with its log), or nothing answered in time.
                 self.ensure_running()
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - started
+                if waited > (60 if refused else 180):
                     name = "api-server" if AIRFLOW_V_3_0_PLUS else "webserver"
+                    what = "refused" if refused else "did not answer"
                     raise RuntimeError(
-                        f"airflow {name} refused {method} {path} for 60 s:\n{self.service_log(name)[-3000:]}"
+                        f"airflow {name} {what} {method} {path} for {waited:.0f} s:\n{self.service_log(name)[-3000:]}"
                     ) from error
                 time.sleep(1)
 
