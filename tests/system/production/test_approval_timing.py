@@ -180,8 +180,23 @@ def never_asked(airflow: ServicesWithTriggerer, run_id: str, instance: tuple[int
 
 @contextlib.contextmanager
 def both_cores_busy(seconds: float):
-    """Two processes that spin for at most ``seconds`` (they end with the test's process), killed on exit."""
-    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass"
+    """
+    Two processes that keep both cores busy for at most ``seconds`` (they end with the test's
+    process), killed on exit. Each spins a second at a time; when it got less than half a core in
+    that second, other work already keeps the cores busy (at least two other processes wanted a
+    core all along, as on a loaded CI), and it sleeps 4 s before it spins again. Spinning regardless
+    took ~45 % of CI's 2 cores from every other job for the test's 7 to 8 minutes, on each line.
+    """
+    spin = (
+        "import time\n"
+        f"end = time.monotonic() + {seconds}\n"
+        "while time.monotonic() < end:\n"
+        "    wall, cpu = time.monotonic(), time.process_time()\n"
+        "    while time.monotonic() - wall < 1:\n"
+        "        pass\n"
+        "    if (time.process_time() - cpu) / (time.monotonic() - wall) < 0.5:\n"
+        "        time.sleep(4)\n"
+    )
     spinners = [
         subprocess.Popen([sys.executable, "-c", spin], preexec_fn=_in_own_group_ending_with_this_process)
         for _ in range(2)
