@@ -19,6 +19,7 @@ each live step goes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import functools
 import gc
@@ -71,7 +72,9 @@ def log_as_a_task() -> None:
         from airflow.sdk.log import configure_logging
     except ImportError:
         return
-    configure_logging(json_output=True, output=open(os.devnull, "wb", buffering=0), sending_to_supervisor=True)
+    output = open(os.devnull, "wb", buffering=0)  # noqa: SIM115 - open for the process, closed at exit
+    atexit.register(output.close)
+    configure_logging(json_output=True, output=output, sending_to_supervisor=True)
 
 
 def cpu_seconds(run) -> float:
