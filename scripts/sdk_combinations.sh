@@ -55,8 +55,11 @@ for combination in "${combinations[@]}"; do
     [[ -n "${extras[$airflow:$sdk]:-}" ]] || extras[$airflow:$sdk]="$extra"
 done
 combinations=("${resolved[@]}")
-#: The two tests of tests/system/test_journal_retries.py whose task fails after a model call and a tool call.
-TESTS=(tests/system/test_journal_retries.py -q -p no:warnings -k "two_agents or session")
+#: The two tests of tests/system/test_journal_retries.py whose task fails after a model call and a tool call,
+#: and the runs through the real OpenAI client (a durable run sends the request a plain run sends: a
+#: method the SDK adds to its Model shows there first).
+TESTS=(tests/system/test_journal_retries.py tests/unit/durable/openai_agents/test_openai_agents_http.py
+    -q -p no:warnings -k "two_agents or session or test_openai_agents_http")
 #: With the extra: the Pydantic AI retries under dag.test(), and the Pydantic AI unit tests (the adapter's and the operator's).
 PYDANTIC_AI_TESTS=(tests/system/test_pydantic_ai_retries.py tests/unit/durable/pydantic_ai
     tests/unit/operators/test_agent_pydantic_ai.py tests/unit/operators/test_agent_pydantic_ai_extra.py -q -p no:warnings -rs)

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, function_tool
+from agents import (
+    Agent,
+    AgentsException,
+    Model,
+    ModelBehaviorError,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIProvider,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+    Usage,
+    function_tool,
+)
 from openai import AsyncOpenAI, InternalServerError
+from openai.types.responses import Response, ResponseFailedEvent, ResponseUsage
 
 from airflow.providers.common.ai.durable.core.journal import DurableJournal
 from airflow.providers.common.ai.durable.core.scope import journal_scope
 from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
-from airflow.providers.common.ai.durable.openai_agents import run_durably_sync
+from airflow.providers.common.ai.durable.openai_agents import UsageBudget, run_durably_streamed, run_durably_sync
+from airflow.providers.common.ai.durable.openai_agents._model import DurableModel
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
 
 
@@ -62,3 +78,129 @@ def test_a_retry_after_an_http_500_on_the_third_request_sends_only_the_requests_
     assert runs == {"weather": 1, "save_report": 1}
     # The request the retry sent is the one the failed try could not get answered.
     assert server.requests[3].body == server.requests[2].body
+
+
+# The model's own settings: a durable run sends what a plain run sends.
+
+
+def test_the_durable_model_defines_every_method_of_the_sdks_model_itself():
+    # A method of Model the wrapper inherits answers for the base class, not for the wrapped model
+    # (openai-agents 0.25 added two the run loop asks): each is journaled or passed on, never inherited.
+    inherited = {
+        name
+        for name, value in vars(Model).items()
+        if callable(value) and not name.startswith("__") and name not in vars(DurableModel)
+    }
+    assert inherited == set()
+
+
+def test_the_durable_model_passes_on_what_the_wrapped_model_says_of_its_settings():
+    class OwnSettings(OpenAIResponsesModel):
+        def get_default_model_settings(self):
+            return ModelSettings(verbosity="high")
+
+        def _get_request_settings(self, settings, **kwargs):
+            return settings.resolve(ModelSettings(temperature=0.25)), kwargs
+
+    wrapped = OwnSettings(model="gpt-4o", openai_client=AsyncOpenAI(base_url="http://127.0.0.1:9", api_key="x"))
+    durable = DurableModel(wrapped, "gpt-4o", durable=None)
+
+    assert durable.get_default_model_settings() == ModelSettings(verbosity="high")
+    settings, kwargs = durable._get_request_settings(
+        ModelSettings(), prompt=None, has_tools=True, implicit_fields={"x"}
+    )
+    assert settings == ModelSettings(temperature=0.25)
+    assert kwargs == {"prompt": None, "has_tools": True, "implicit_fields": {"x"}}
+
+
+@pytest.mark.parametrize(
+    ("model_settings", "prompt"),
+    [
+        # openai-agents 0.25 leaves its own reasoning default out when extra_args hold one.
+        pytest.param(ModelSettings(extra_args={"reasoning": {"effort": "high"}}), None, id="reasoning-in-extra-args"),
+        # ... and its reasoning and verbosity defaults when a prompt names the model.
+        pytest.param(None, {"id": "pmpt_1"}, id="a-prompt-owns-the-model"),
+        pytest.param(ModelSettings(temperature=0.5), None, id="explicit-settings"),
+    ],
+)
+def test_a_durable_run_sends_the_request_a_plain_run_sends(model_settings, prompt):
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    outcomes = []
+    for durable in (False, True):
+        with FakeOpenAIServer([reply.text("ok")]) as server:
+            client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            run_config = RunConfig(
+                model_provider=OpenAIProvider(openai_client=client, use_responses=True), model_settings=model_settings
+            )
+            # No model named: the run config's provider picks the SDK's default, with its default settings.
+            agent = Agent(name="a", instructions="Answer.", tools=[weather], prompt=prompt)
+            try:
+                if durable:
+                    with journal_scope(DurableJournal(InMemoryStorage())):
+                        result = run_durably_sync(agent, "hi", run_config=run_config)
+                else:
+                    result = Runner.run_sync(agent, "hi", run_config=run_config)
+            except TypeError as error:
+                # Before 0.25 the SDK itself sends extra_args' "reasoning" beside its own default.
+                outcomes.append(("raised", str(error)))
+                continue
+            assert result.final_output == "ok"
+            assert len(server.requests) == 1
+            outcomes.append(("sent", server.requests[0].body))
+    assert outcomes[1] == outcomes[0]
+
+
+# A request whose answer came back failed: what it used is counted, as the SDK counts it (0.25 on).
+
+
+class FailedAnswers(Model):
+    """A model whose answer comes back failed, having used 120 tokens, as the SDK reports it from 0.25 on."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    async def get_response(self, *args, **kwargs):
+        self.requests += 1
+        error = ModelBehaviorError("Responses stream ended with terminal event `response.failed`.")
+        error._terminal_usage = Usage(requests=1, input_tokens=100, output_tokens=20, total_tokens=120)
+        raise error
+
+    async def stream_response(self, *args, **kwargs):
+        self.requests += 1
+        failed = Response.model_construct(
+            id="resp_1",
+            created_at=0,
+            model="failing",
+            object="response",
+            output=[],
+            status="failed",
+            usage=ResponseUsage.model_construct(input_tokens=100, output_tokens=20, total_tokens=120),
+        )
+        yield ResponseFailedEvent.model_construct(type="response.failed", response=failed, sequence_number=0)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["get_response", "streamed"])
+def test_a_request_whose_answer_failed_counts_what_it_used_in_the_try_and_the_budget(streamed):
+    model = FailedAnswers()
+    journal = DurableJournal(InMemoryStorage())
+    agent = Agent(name="a", instructions="Answer.", model=model)
+    with journal_scope(journal), pytest.raises(AgentsException):
+        if streamed:
+
+            async def streamed_run():
+                result = run_durably_streamed(agent, "hi", budget=UsageBudget(max_total_tokens=10_000))
+                async for _ in result.stream_events():
+                    pass
+
+            asyncio.run(streamed_run())
+        else:
+            run_durably_sync(agent, "hi", budget=UsageBudget(max_total_tokens=10_000))
+
+    assert model.requests == 1
+    used = journal.stats.usage().models
+    assert (used["FailedAnswers"].requests, used["FailedAnswers"].total_tokens) == (1, 120)
+    assert journal.stats.budget["spent"]["total_tokens"] == 120

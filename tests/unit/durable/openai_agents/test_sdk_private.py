@@ -94,7 +94,7 @@ def test_an_sdk_whose_private_surface_changed_is_refused_naming_its_version_and_
         _sdk_private.check_installed_sdk()
     assert f"openai-agents {version('openai-agents')} " in str(refused.value)
     assert "agents.run_internal.run_loop.get_model" in str(refused.value)
-    assert "pip install 'openai-agents>=0.20,<0.25'" in str(refused.value)
+    assert "pip install 'openai-agents>=0.20,<0.26'" in str(refused.value)
 
 
 def test_a_hooked_function_whose_parameters_changed_is_named_as_a_changed_private_name(monkeypatch):
@@ -116,10 +116,10 @@ def test_an_sdk_newer_than_any_tested_with_the_private_names_there_runs_and_logs
     installed("0.31.2")
     with caplog.at_level("WARNING", logger=_sdk_private.__name__):
         _sdk_private.check_installed_sdk()
-    assert "Durable: openai-agents 0.31.2 is newer than any this provider was tested with (0.20 to 0.24)" in caplog.text
+    assert "Durable: openai-agents 0.31.2 is newer than any this provider was tested with (0.20 to 0.25)" in caplog.text
 
 
-@pytest.mark.parametrize("sdk_version", ["0.20.0", "0.22.3", "0.24.0"])
+@pytest.mark.parametrize("sdk_version", ["0.20.0", "0.22.3", "0.24.0", "0.25.0"])
 def test_a_tested_sdk_is_accepted_without_a_word(installed, caplog, sdk_version):
     installed(sdk_version)
     with caplog.at_level("DEBUG", logger=_sdk_private.__name__):

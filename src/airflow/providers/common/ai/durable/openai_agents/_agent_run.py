@@ -61,6 +61,8 @@ from airflow.providers.common.ai.durable.openai_agents._model import (
 )
 from airflow.providers.common.ai.durable.openai_agents._sdk_hooks import SDKHooks
 from airflow.providers.common.ai.durable.openai_agents._sdk_private import (
+    FAILED_RESPONSE_EVENTS,
+    TERMINAL_USAGE,
     check_installed_sdk,
     declared_output_adapter,
     invocation_result,
@@ -172,7 +174,7 @@ class DurableAgentRun:
                 response = await model.get_response(**call)
             except BaseException as error:
                 self._failed_model_step = step
-                settled(admission, None)
+                settled(admission, self._used_by_failed_request(name, getattr(error, TERMINAL_USAGE, None)))
                 step.attempt_failed(error)
                 raise
             settled(admission, self._record_response(step, response))
@@ -187,8 +189,8 @@ class DurableAgentRun:
         )
         try:
             response = await model.get_response(**call)
-        except BaseException:
-            settled(admission, None)
+        except BaseException as error:
+            settled(admission, self._used_by_failed_request(name, getattr(error, TERMINAL_USAGE, None)))
             raise
         used = usage_of(name, response.usage)
         self.run.journal.stats.count_used(name, used)
@@ -229,21 +231,17 @@ class DurableAgentRun:
                 elif isinstance(event, ResponseCompletedEvent):
                     # What the SDK's run loop makes of it: the streamed items if the event has none.
                     completed = event.response
-                    usage = completed.usage
                     response = ModelResponse(
                         output=list(completed.output or done_items),
-                        usage=Usage(
-                            requests=1,
-                            input_tokens=usage.input_tokens,
-                            output_tokens=usage.output_tokens,
-                            total_tokens=usage.total_tokens,
-                        )
-                        if usage
-                        else Usage(requests=1),
+                        usage=_usage_of_stream(completed.usage),
                         response_id=completed.id,
                     )
                     used = self._record_response(step, response)
                     self._answered(step, response, call["tools"])
+                elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
+                    # The stream's end: the SDK raises on it (0.25 on), and what it used is billed.
+                    usage = getattr(getattr(event, "response", None), "usage", None)
+                    used = self._used_by_failed_request(name, _usage_of_stream(usage) if usage else None)
                 yield event
         except Exception as error:
             self._failed_model_step = step
@@ -251,6 +249,18 @@ class DurableAgentRun:
             raise
         finally:
             settled(admission, used)
+
+    def _used_by_failed_request(self, name: str, usage: Any) -> ModelUsage | None:
+        """
+        What a model request that failed used, where the SDK tells (an answer that came back
+        failed or incomplete, openai-agents 0.25 on): counted in the try's usage, as the SDK counts
+        it in the run's, and settled with the budget. ``None`` where it does not tell.
+        """
+        if not isinstance(usage, Usage):
+            return None
+        used = usage_of(name, usage)
+        self.run.journal.stats.count_used(name, used)
+        return used
 
     def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
         fingerprinted, parts = self._model_calls.fingerprint_and_parts(request_of(name, call), what=f"model {name!r}")
@@ -397,6 +407,18 @@ class DurableAgentRun:
         answers = [step for step in self.run.steps if step.kind == "model"]
         if answers:
             answers[-1].discard(f"the run failed with {type(error).__name__}, which a replay would repeat")
+
+
+def _usage_of_stream(usage: Any) -> Usage:
+    """The usage of a streamed answer's last event, as the SDK's run loop counts it."""
+    if not usage:
+        return Usage(requests=1)
+    return Usage(
+        requests=1,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+    )
 
 
 def _approval_request(item: Any) -> ApprovalRequest:

@@ -234,6 +234,18 @@ class DurableModel(Model):
     def get_retry_advice(self, request: Any) -> Any:
         return self.wrapped.get_retry_advice(request)
 
+    # From 0.25 the run loop asks the model for its default settings and for the settings of each
+    # request: the wrapped model answers, so that a durable run sends what a plain run does (the
+    # base class's answers would drop an OpenAI model's own, and send a "reasoning" twice when the
+    # settings' extra_args hold one). Not called before 0.25, where Model has neither.
+    def get_default_model_settings(self) -> Any:
+        wrapped: Any = self.wrapped
+        return wrapped.get_default_model_settings()
+
+    def _get_request_settings(self, settings: ModelSettings, **kwargs: Any) -> Any:
+        wrapped: Any = self.wrapped
+        return wrapped._get_request_settings(settings, **kwargs)
+
     async def close(self) -> None:
         await self.wrapped.close()
 

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 #: The oldest minor of openai-agents the adapter supports and the newest it was tested with.
 OLDEST_SUPPORTED = (0, 20)
-NEWEST_TESTED = (0, 24)
+NEWEST_TESTED = (0, 25)
 
 # The TypeAdapter of a tool's declared output_type: the only place the declared type is kept.
 OUTPUT_TYPE_ADAPTER = "_output_type_adapter"
@@ -50,6 +50,12 @@ ARGUMENT_CHECKS = frozenset(
         ("agents.mcp.util", "invoke_mcp_tool"),
     }
 )
+
+#: What a model request that came back failed or incomplete used, on the ModelBehaviorError the SDK
+#: raises for it (0.25 on; absent before, where such an answer's usage is counted nowhere).
+TERMINAL_USAGE = "_terminal_usage"
+#: The events that end a streamed answer that failed (the SDK's run loop raises on them from 0.25 on).
+FAILED_RESPONSE_EVENTS = frozenset({"response.failed", "response.incomplete"})
 
 #: Each private attribute and a function returning an SDK object that must have it.
 PRIVATE_ATTRIBUTES: dict[str, Callable[[], Any]] = {
