@@ -220,7 +220,16 @@ def archivist_run(archivist_model: ScriptedModel, runs: list[str]) -> Any:
     return archive
 
 
-@pytest.mark.parametrize("boundary", ["a function tool", "Agent.as_tool()", "the agent of Agent.as_tool() itself"])
+@pytest.mark.parametrize(
+    "boundary",
+    [
+        "a function tool",
+        "Agent.as_tool()",
+        "the agent of Agent.as_tool() itself",
+        # With on_stream the tool streams its agent's run: its requests are streamed ones.
+        "the agent of Agent.as_tool(on_stream=...) itself",
+    ],
+)
 def test_a_budget_refusal_inside_a_tool_fails_the_task_for_good_and_keeps_what_the_tries_spent(boundary):
     """
     Each request adds 20 output tokens, of a budget of 100; the archivist's may add up to 90, so
@@ -244,8 +253,9 @@ def test_a_budget_refusal_inside_a_tool_fails_the_task_for_good_and_keeps_what_t
             tools, settings = [archivist_run(archivist, runs)], ModelSettings()
         else:
             tools, settings = [], ModelSettings(max_tokens=90)
+        streamed = {"on_stream": lambda event: None} if "on_stream" in boundary else {}
         research = Agent(name="researcher", model=researcher, tools=tools, model_settings=settings).as_tool(
-            tool_name="archive", tool_description="Research and archive."
+            tool_name="archive", tool_description="Research and archive.", **streamed
         )
         agent = Agent(name="boss", model=boss, tools=[research])
 
@@ -256,7 +266,7 @@ def test_a_budget_refusal_inside_a_tool_fails_the_task_for_good_and_keeps_what_t
     assert (len(boss.calls), len(archivist.calls)) == (1, 0)
     expected_researcher_calls = 1 if boundary == "Agent.as_tool()" else 0
     assert len(researcher.calls) == expected_researcher_calls
-    assert runs == ([] if boundary == "the agent of Agent.as_tool() itself" else ["n1"])
+    assert runs == ([] if boundary.startswith("the agent of") else ["n1"])
     # What the try spent is kept, with the journal, for the next try's budget.
     spent = json.loads(task.storage.entries[BUDGET_KEY])["tries"]["1"]
     assert (spent["requests"], spent["output_tokens"]) == (

@@ -20,6 +20,7 @@ from agents import (
     Usage,
     function_tool,
 )
+from agents.testing import ScriptedModel, assistant_message, function_call
 from openai import AsyncOpenAI, InternalServerError
 from openai.types.responses import Response, ResponseFailedEvent, ResponseUsage
 
@@ -204,3 +205,38 @@ def test_a_request_whose_answer_failed_counts_what_it_used_in_the_try_and_the_bu
     used = journal.stats.usage().models
     assert (used["FailedAnswers"].requests, used["FailedAnswers"].total_tokens) == (1, 120)
     assert journal.stats.budget["spent"]["total_tokens"] == 120
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["as_tool", "as_tool-on_stream"])
+def test_a_model_called_inside_a_tool_counts_what_it_used_answered_or_failed(streamed):
+    # With on_stream, Agent.as_tool() streams its agent's run: the model calls inside are streamed.
+    helper_model = ScriptedModel(
+        [[assistant_message("found it")]],
+        default_usage=Usage(requests=1, input_tokens=40, output_tokens=10, total_tokens=50),
+    )
+    failing_model = FailedAnswers()
+    on_stream = {"on_stream": lambda event: None} if streamed else {}
+    tools = [
+        Agent(name="helper", model=helper_model).as_tool("helper", "Finds things.", **on_stream),
+        Agent(name="failing", model=failing_model).as_tool("failing", "Fails.", **on_stream),
+    ]
+    boss_model = ScriptedModel(
+        [
+            [function_call("helper", {"input": "find"}, call_id="c1")],
+            [function_call("failing", {"input": "fail"}, call_id="c2")],
+            [assistant_message("done")],
+        ]
+    )
+    journal = DurableJournal(InMemoryStorage())
+    with journal_scope(journal):
+        result = run_durably_sync(
+            Agent(name="boss", model=boss_model, tools=tools), "go", budget=UsageBudget(max_total_tokens=10_000)
+        )
+
+    assert result.final_output == "done"
+    assert (len(boss_model.calls), len(helper_model.calls), failing_model.requests) == (3, 1, 1)
+    used = journal.stats.usage().models
+    # The boss's three requests used no tokens; the helper's one used 50; the failed one 120.
+    assert (used["ScriptedModel"].requests, used["ScriptedModel"].total_tokens) == (4, 50)
+    assert (used["FailedAnswers"].requests, used["FailedAnswers"].total_tokens) == (1, 120)
+    assert journal.stats.budget["spent"]["total_tokens"] == 170

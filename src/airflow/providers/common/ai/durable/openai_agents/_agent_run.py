@@ -205,7 +205,7 @@ class DurableAgentRun:
         """
         self.stops.check(carried=False)
         if self._is_inside_a_call():
-            async for event in model.stream_response(**call):
+            async for event in self._unjournaled_stream(model, name, call):
                 yield event
             return
         step = self._model_step(name, call)
@@ -239,9 +239,7 @@ class DurableAgentRun:
                     used = self._record_response(step, response)
                     self._answered(step, response, call["tools"])
                 elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
-                    # The stream's end: the SDK raises on it (0.25 on), and what it used is billed.
-                    usage = getattr(getattr(event, "response", None), "usage", None)
-                    used = self._used_by_failed_request(name, _usage_of_stream(usage) if usage else None)
+                    used = self._used_by_failed_stream(name, event)
                 yield event
         except Exception as error:
             self._failed_model_step = step
@@ -249,6 +247,32 @@ class DurableAgentRun:
             raise
         finally:
             settled(admission, used)
+
+    async def _unjournaled_stream(self, model: Model, name: str, call: dict[str, Any]) -> AsyncIterator[Any]:
+        """
+        A streamed model call inside one of this run's tool calls (an agent run as a tool with
+        ``on_stream`` streams its run): not journaled, but counted in the usage and budget.
+        """
+        parent = running_step()
+        admission = await admitted_by_budget(
+            self.run.journal, name, parent.key if parent is not None else "", call, carried=False
+        )
+        used: ModelUsage | None = None
+        try:
+            async for event in model.stream_response(**call):
+                if isinstance(event, ResponseCompletedEvent):
+                    used = usage_of(name, _usage_of_stream(event.response.usage))
+                    self.run.journal.stats.count_used(name, used)
+                elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
+                    used = self._used_by_failed_stream(name, event)
+                yield event
+        finally:
+            settled(admission, used)
+
+    def _used_by_failed_stream(self, name: str, event: Any) -> ModelUsage | None:
+        """What a stream that ended failed or incomplete used: the SDK raises on its event (0.25 on), and bills it."""
+        usage = getattr(getattr(event, "response", None), "usage", None)
+        return self._used_by_failed_request(name, _usage_of_stream(usage) if usage else None)
 
     def _used_by_failed_request(self, name: str, usage: Any) -> ModelUsage | None:
         """
