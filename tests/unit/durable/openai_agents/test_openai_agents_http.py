@@ -155,6 +155,41 @@ def test_a_durable_run_sends_the_request_a_plain_run_sends(model_settings, promp
     assert outcomes[1] == outcomes[0]
 
 
+@pytest.mark.parametrize(
+    "model_settings",
+    [
+        pytest.param(ModelSettings(extra_args={"reasoning": {"effort": "high"}}), id="reasoning-in-extra-args"),
+        pytest.param(ModelSettings(temperature=0.5), id="explicit-settings"),
+    ],
+)
+def test_a_durable_run_sends_the_requests_a_plain_run_sends_for_an_agent_a_tool_runs_too(model_settings):
+    # Agent.as_tool() passes the run config on: the nested agent's model is the provider's, wrapped alike.
+    outcomes = []
+    for durable in (False, True):
+        script = [reply.tool_calls(("helper", {"input": "find it"}, "call_1")), reply.text("found"), reply.text("ok")]
+        with FakeOpenAIServer(script) as server:
+            client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            run_config = RunConfig(
+                model_provider=OpenAIProvider(openai_client=client, use_responses=True), model_settings=model_settings
+            )
+            helper = Agent(name="helper", instructions="Find things.").as_tool("helper", "Finds things.")
+            agent = Agent(name="a", instructions="Answer.", tools=[helper])
+            try:
+                if durable:
+                    with journal_scope(DurableJournal(InMemoryStorage())):
+                        result = run_durably_sync(agent, "hi", run_config=run_config)
+                else:
+                    result = Runner.run_sync(agent, "hi", run_config=run_config)
+            except TypeError as error:
+                # Before 0.25 the SDK itself sends extra_args' "reasoning" beside its own default.
+                outcomes.append(("raised", str(error)))
+                continue
+            assert result.final_output == "ok"
+            outcomes.append(("sent", [request.body for request in server.requests]))
+    assert outcomes[1] == outcomes[0]
+    assert outcomes[0][0] == "raised" or len(outcomes[0][1]) == 3
+
+
 # A request whose answer came back failed: what it used is counted, as the SDK counts it (0.25 on).
 
 
