@@ -31,7 +31,12 @@ from openai.types.responses import (
 )
 from pydantic import ValidationError
 
-from airflow.providers.common.ai.durable.core.adapter import after_earlier_writes, marked_in_flight, settled
+from airflow.providers.common.ai.durable.core.adapter import (
+    BudgetAdmission,
+    after_earlier_writes,
+    marked_in_flight,
+    settled,
+)
 from airflow.providers.common.ai.durable.core.approvals import ApprovalRequest, approval_desk
 from airflow.providers.common.ai.durable.core.divergence import ModelCalls, tool_call_fingerprint_and_parts
 from airflow.providers.common.ai.durable.core.in_flight_calls import VerifiedCalls
@@ -183,19 +188,28 @@ class DurableAgentRun:
 
     async def _unjournaled_response(self, model: Model, name: str, call: dict[str, Any]) -> ModelResponse:
         """A model call inside one of this run's tool calls: not journaled, but counted in the usage and budget."""
-        parent = running_step()
-        admission = await admitted_by_budget(
-            self.run.journal, name, parent.key if parent is not None else "", call, carried=True
-        )
+        admission = await self._admitted_inside_a_call(name, call, carried=True)
         try:
             response = await model.get_response(**call)
         except BaseException as error:
             settled(admission, self._used_by_failed_request(name, getattr(error, TERMINAL_USAGE, None)))
             raise
-        used = usage_of(name, response.usage)
-        self.run.journal.stats.count_used(name, used)
-        settled(admission, used)
+        settled(admission, self._counted(name, response.usage))
         return response
+
+    async def _admitted_inside_a_call(
+        self, name: str, call: dict[str, Any], *, carried: bool
+    ) -> BudgetAdmission | None:
+        """The budget's word on a model request made inside the tool call running now (``admitted_by_budget``)."""
+        parent = running_step()
+        key = parent.key if parent is not None else ""
+        return await admitted_by_budget(self.run.journal, name, key, call, carried=carried)
+
+    def _counted(self, name: str, usage: Usage) -> ModelUsage:
+        """What a model request used, counted in the try's usage where no live step counts it (``JournalStep.used``)."""
+        used = usage_of(name, usage)
+        self.run.journal.stats.count_used(name, used)
+        return used
 
     async def streamed_response(self, model: Model, name: str, call: dict[str, Any]) -> AsyncIterator[Any]:
         """
@@ -253,16 +267,12 @@ class DurableAgentRun:
         A streamed model call inside one of this run's tool calls (an agent run as a tool with
         ``on_stream`` streams its run): not journaled, but counted in the usage and budget.
         """
-        parent = running_step()
-        admission = await admitted_by_budget(
-            self.run.journal, name, parent.key if parent is not None else "", call, carried=False
-        )
+        admission = await self._admitted_inside_a_call(name, call, carried=False)
         used: ModelUsage | None = None
         try:
             async for event in model.stream_response(**call):
                 if isinstance(event, ResponseCompletedEvent):
-                    used = usage_of(name, _usage_of_stream(event.response.usage))
-                    self.run.journal.stats.count_used(name, used)
+                    used = self._counted(name, _usage_of_stream(event.response.usage))
                 elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
                     used = self._used_by_failed_stream(name, event)
                 yield event
@@ -280,11 +290,7 @@ class DurableAgentRun:
         failed or incomplete, openai-agents 0.25 on): counted in the try's usage, as the SDK counts
         it in the run's, and settled with the budget. ``None`` where it does not tell.
         """
-        if not isinstance(usage, Usage):
-            return None
-        used = usage_of(name, usage)
-        self.run.journal.stats.count_used(name, used)
-        return used
+        return self._counted(name, usage) if isinstance(usage, Usage) else None
 
     def _model_step(self, name: str, call: dict[str, Any]) -> JournalStep:
         fingerprinted, parts = self._model_calls.fingerprint_and_parts(request_of(name, call), what=f"model {name!r}")
