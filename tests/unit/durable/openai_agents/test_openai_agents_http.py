@@ -114,6 +114,34 @@ def test_the_durable_model_passes_on_what_the_wrapped_model_says_of_its_settings
     assert kwargs == {"prompt": None, "has_tools": True, "implicit_fields": {"x"}}
 
 
+def sent_plain_and_durable(script: list, model_settings: ModelSettings | None, agent) -> list:
+    """
+    What a plain run and then a durable run of ``agent()`` sent to a server answering ``script``:
+    each ``("sent", request bodies)``, or ``("raised", the TypeError)`` where the run raised one.
+    No model named: the run config's provider picks the SDK's default, with its default settings.
+    """
+    outcomes = []
+    for durable in (False, True):
+        with FakeOpenAIServer(script) as server:
+            client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            run_config = RunConfig(
+                model_provider=OpenAIProvider(openai_client=client, use_responses=True), model_settings=model_settings
+            )
+            try:
+                if durable:
+                    with journal_scope(DurableJournal(InMemoryStorage())):
+                        result = run_durably_sync(agent(), "hi", run_config=run_config)
+                else:
+                    result = Runner.run_sync(agent(), "hi", run_config=run_config)
+            except TypeError as error:
+                # Before 0.25 the SDK itself sends extra_args' "reasoning" beside its own default.
+                outcomes.append(("raised", str(error)))
+                continue
+            assert result.final_output == "ok"
+            outcomes.append(("sent", [request.body for request in server.requests]))
+    return outcomes
+
+
 @pytest.mark.parametrize(
     ("model_settings", "prompt"),
     [
@@ -130,29 +158,13 @@ def test_a_durable_run_sends_the_request_a_plain_run_sends(model_settings, promp
         """The weather in a city."""
         return "sunny"
 
-    outcomes = []
-    for durable in (False, True):
-        with FakeOpenAIServer([reply.text("ok")]) as server:
-            client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
-            run_config = RunConfig(
-                model_provider=OpenAIProvider(openai_client=client, use_responses=True), model_settings=model_settings
-            )
-            # No model named: the run config's provider picks the SDK's default, with its default settings.
-            agent = Agent(name="a", instructions="Answer.", tools=[weather], prompt=prompt)
-            try:
-                if durable:
-                    with journal_scope(DurableJournal(InMemoryStorage())):
-                        result = run_durably_sync(agent, "hi", run_config=run_config)
-                else:
-                    result = Runner.run_sync(agent, "hi", run_config=run_config)
-            except TypeError as error:
-                # Before 0.25 the SDK itself sends extra_args' "reasoning" beside its own default.
-                outcomes.append(("raised", str(error)))
-                continue
-            assert result.final_output == "ok"
-            assert len(server.requests) == 1
-            outcomes.append(("sent", server.requests[0].body))
-    assert outcomes[1] == outcomes[0]
+    plain, durable = sent_plain_and_durable(
+        [reply.text("ok")],
+        model_settings,
+        lambda: Agent(name="a", instructions="Answer.", tools=[weather], prompt=prompt),
+    )
+    assert durable == plain
+    assert plain[0] == "raised" or len(plain[1]) == 1
 
 
 @pytest.mark.parametrize(
@@ -164,30 +176,14 @@ def test_a_durable_run_sends_the_request_a_plain_run_sends(model_settings, promp
 )
 def test_a_durable_run_sends_the_requests_a_plain_run_sends_for_an_agent_a_tool_runs_too(model_settings):
     # Agent.as_tool() passes the run config on: the nested agent's model is the provider's, wrapped alike.
-    outcomes = []
-    for durable in (False, True):
-        script = [reply.tool_calls(("helper", {"input": "find it"}, "call_1")), reply.text("found"), reply.text("ok")]
-        with FakeOpenAIServer(script) as server:
-            client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
-            run_config = RunConfig(
-                model_provider=OpenAIProvider(openai_client=client, use_responses=True), model_settings=model_settings
-            )
-            helper = Agent(name="helper", instructions="Find things.").as_tool("helper", "Finds things.")
-            agent = Agent(name="a", instructions="Answer.", tools=[helper])
-            try:
-                if durable:
-                    with journal_scope(DurableJournal(InMemoryStorage())):
-                        result = run_durably_sync(agent, "hi", run_config=run_config)
-                else:
-                    result = Runner.run_sync(agent, "hi", run_config=run_config)
-            except TypeError as error:
-                # Before 0.25 the SDK itself sends extra_args' "reasoning" beside its own default.
-                outcomes.append(("raised", str(error)))
-                continue
-            assert result.final_output == "ok"
-            outcomes.append(("sent", [request.body for request in server.requests]))
-    assert outcomes[1] == outcomes[0]
-    assert outcomes[0][0] == "raised" or len(outcomes[0][1]) == 3
+    def agent():
+        helper = Agent(name="helper", instructions="Find things.").as_tool("helper", "Finds things.")
+        return Agent(name="a", instructions="Answer.", tools=[helper])
+
+    script = [reply.tool_calls(("helper", {"input": "find it"}, "call_1")), reply.text("found"), reply.text("ok")]
+    plain, durable = sent_plain_and_durable(script, model_settings, agent)
+    assert durable == plain
+    assert plain[0] == "raised" or len(plain[1]) == 3
 
 
 # A request whose answer came back failed: what it used is counted, as the SDK counts it (0.25 on).
