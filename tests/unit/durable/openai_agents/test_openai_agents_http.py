@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from importlib.metadata import version
 
 import pytest
 from agents import (
@@ -31,8 +30,6 @@ from airflow.providers.common.ai.durable.core.storage import InMemoryStorage
 from airflow.providers.common.ai.durable.openai_agents import UsageBudget, run_durably_streamed, run_durably_sync
 from airflow.providers.common.ai.durable.openai_agents._model import DurableModel
 from airflow.providers.common.ai.testing import FakeOpenAIServer, reply
-
-SDK_MINOR = tuple(int(part) for part in version("openai-agents").split(".")[:2])
 
 
 @pytest.mark.parametrize("model_class", [OpenAIChatCompletionsModel, OpenAIResponsesModel])
@@ -244,8 +241,8 @@ def test_a_request_whose_answer_failed_counts_what_it_used_in_the_try_and_the_bu
 @pytest.mark.parametrize("streamed", [False, True], ids=["as_tool", "as_tool-on_stream"])
 def test_a_model_called_inside_a_tool_counts_what_it_used_answered_or_failed(streamed):
     # With on_stream, Agent.as_tool() streams its agent's run: the model calls inside are streamed.
-    # Before 0.24 a streamed run whose stream ends on a failed answer's event waits on (checked: 0.20).
-    failing = not streamed or SDK_MINOR >= (0, 24)
+    # Before 0.24 the SDK stops reading a stream at a failed answer's event and keeps the stream: the
+    # budget must not wait for it to be let go of before the next request (it hung beside 0.20).
     helper_model = ScriptedModel(
         [[assistant_message("found it")]],
         default_usage=Usage(requests=1, input_tokens=40, output_tokens=10, total_tokens=50),
@@ -256,10 +253,13 @@ def test_a_model_called_inside_a_tool_counts_what_it_used_answered_or_failed(str
         Agent(name="helper", model=helper_model).as_tool("helper", "Finds things.", **on_stream),
         Agent(name="failing", model=failing_model).as_tool("failing", "Fails.", **on_stream),
     ]
-    answers = [[function_call("helper", {"input": "find"}, call_id="c1")]]
-    if failing:
-        answers.append([function_call("failing", {"input": "fail"}, call_id="c2")])
-    boss_model = ScriptedModel([*answers, [assistant_message("done")]])
+    boss_model = ScriptedModel(
+        [
+            [function_call("helper", {"input": "find"}, call_id="c1")],
+            [function_call("failing", {"input": "fail"}, call_id="c2")],
+            [assistant_message("done")],
+        ]
+    )
     journal = DurableJournal(InMemoryStorage())
     with journal_scope(journal):
         result = run_durably_sync(
@@ -267,10 +267,9 @@ def test_a_model_called_inside_a_tool_counts_what_it_used_answered_or_failed(str
         )
 
     assert result.final_output == "done"
-    assert (len(boss_model.calls), len(helper_model.calls), failing_model.requests) == (2 + failing, 1, int(failing))
+    assert (len(boss_model.calls), len(helper_model.calls), failing_model.requests) == (3, 1, 1)
     used = journal.stats.usage().models
     # The boss's requests used no tokens; the helper's one used 50; the failed one 120.
-    assert (used["ScriptedModel"].requests, used["ScriptedModel"].total_tokens) == (3 + failing, 50)
-    if failing:
-        assert (used["FailedAnswers"].requests, used["FailedAnswers"].total_tokens) == (1, 120)
-    assert journal.stats.budget["spent"]["total_tokens"] == 50 + 120 * failing
+    assert (used["ScriptedModel"].requests, used["ScriptedModel"].total_tokens) == (4, 50)
+    assert (used["FailedAnswers"].requests, used["FailedAnswers"].total_tokens) == (1, 120)
+    assert journal.stats.budget["spent"]["total_tokens"] == 170

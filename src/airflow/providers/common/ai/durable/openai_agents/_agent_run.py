@@ -275,6 +275,14 @@ class DurableAgentRun:
                     used = self._counted(name, _usage_of_stream(event.response.usage))
                 elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
                     used = self._used_by_failed_stream(name, event)
+                else:
+                    yield event
+                    continue
+                # The request is over: settled now, not once the caller lets go of this stream (an
+                # SDK before 0.24 stops reading at a failed answer and keeps it, and the budget
+                # would hold the next request until then).
+                settled(admission, used)
+                admission = None
                 yield event
         finally:
             settled(admission, used)
