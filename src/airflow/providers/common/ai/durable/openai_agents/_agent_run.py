@@ -237,7 +237,6 @@ class DurableAgentRun:
         await after_earlier_writes(step)
         # A streamed run hands the user its loop's exception as it is: a refusal is the error itself.
         admission = await admitted_by_budget(self.run.journal, name, step.key, call, carried=False)
-        used: ModelUsage | None = None
         try:
             async for event in model.stream_response(**call):
                 if isinstance(event, ResponseOutputItemDoneEvent):
@@ -250,17 +249,17 @@ class DurableAgentRun:
                         usage=_usage_of_stream(completed.usage),
                         response_id=completed.id,
                     )
-                    used = self._record_response(step, response)
+                    admission = self._settled_now(admission, self._record_response(step, response))
                     self._answered(step, response, call["tools"])
                 elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
-                    used = self._used_by_failed_stream(name, event)
+                    admission = self._settled_now(admission, self._used_by_failed_stream(name, event))
                 yield event
         except Exception as error:
             self._failed_model_step = step
             step.attempt_failed(error)
             raise
         finally:
-            settled(admission, used)
+            settled(admission, None)
 
     async def _unjournaled_stream(self, model: Model, name: str, call: dict[str, Any]) -> AsyncIterator[Any]:
         """
@@ -268,24 +267,27 @@ class DurableAgentRun:
         ``on_stream`` streams its run): not journaled, but counted in the usage and budget.
         """
         admission = await self._admitted_inside_a_call(name, call, carried=False)
-        used: ModelUsage | None = None
         try:
             async for event in model.stream_response(**call):
                 if isinstance(event, ResponseCompletedEvent):
-                    used = self._counted(name, _usage_of_stream(event.response.usage))
+                    admission = self._settled_now(
+                        admission, self._counted(name, _usage_of_stream(event.response.usage))
+                    )
                 elif getattr(event, "type", None) in FAILED_RESPONSE_EVENTS:
-                    used = self._used_by_failed_stream(name, event)
-                else:
-                    yield event
-                    continue
-                # The request is over: settled now, not once the caller lets go of this stream (an
-                # SDK before 0.24 stops reading at a failed answer and keeps it, and the budget
-                # would hold the next request until then).
-                settled(admission, used)
-                admission = None
+                    admission = self._settled_now(admission, self._used_by_failed_stream(name, event))
                 yield event
         finally:
-            settled(admission, used)
+            settled(admission, None)
+
+    @staticmethod
+    def _settled_now(admission: BudgetAdmission | None, used: ModelUsage | None) -> None:
+        """
+        A stream's request is over at its last event: settled then, not once the caller lets go of
+        the stream (an SDK before 0.24 stops reading at a failed answer and keeps the stream, and
+        the budget would hold the next request until then). ``None``, the admission left to settle.
+        """
+        settled(admission, used)
+        return None
 
     def _used_by_failed_stream(self, name: str, event: Any) -> ModelUsage | None:
         """What a stream that ended failed or incomplete used: the SDK raises on its event (0.25 on), and bills it."""
