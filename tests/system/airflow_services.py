@@ -107,6 +107,12 @@ class AirflowServices:
             # Airflow's advice for timeouts under high load (its default is 5 s): on a loaded
             # 2-core machine a worker's call to the api-server can take longer.
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            # A worker parses the DAG file at the start of each try, the DAG processor as it lists it:
+            # on a machine kept busy, in more than the 30 s and 50 s they allow (3.3 then reschedules
+            # the try "Dag not found" for a minute later, the test's wait runs out).
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "300",
+            "AIRFLOW__CORE__DAG_FILE_PROCESSOR_TIMEOUT": "300",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
@@ -373,11 +379,12 @@ class AirflowServices:
         return self._request("GET", f"{API}/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
 
     def wait_for_task(
-        self, dag_id: str, run_id: str, task_id: str, *, try_number: int = 1, timeout: float = 180
+        self, dag_id: str, run_id: str, task_id: str, *, try_number: int = 1, timeout: float = 420
     ) -> dict[str, Any]:
         """
         Wait until try ``try_number`` (or a later one) of the task instance finished and its worker
-        process exited; returns the instance.
+        process exited; returns the instance. The timeout only stops a hang: on a loaded CI the
+        scheduler took 2 minutes to queue a DAG run's first task.
 
         The state changes before the worker's listeners have run (the ``Durable:`` summary, the
         journal's deletion), so the process that ran the try is waited for as well.

@@ -143,8 +143,6 @@ def airflow(server, out, tmp_path_factory, airflow_db):
     env = {
         **durable_env(server, out),
         "DURABLE_TEST_OUT": str(out),
-        # A worker parses the DAG file at the start of each try: on a machine kept busy, in more than 30 s.
-        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
     }
     with ServicesWithTriggerer(TEST_DAGS, tmp_path_factory.mktemp("service_logs"), env) as services:
         yield services

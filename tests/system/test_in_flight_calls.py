@@ -66,7 +66,6 @@ def airflow(server, out, dags, tmp_path_factory, airflow_db):
         **durable_env(server, out),
         "DURABLE_TEST_OUT": str(out),
         "EXAMPLE_PAYMENTS": str(out / "example_payments"),
-        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
         # A cleared running task is sent SIGTERM, then SIGKILL this many seconds later.
         "AIRFLOW__CORE__KILLED_TASK_CLEANUP_TIME": "5",
         # One key for every process, set before any starts: the workers encrypt what the page decrypts.
@@ -114,7 +113,7 @@ class Run:
         return [request.body for request in self.server.requests[self.start + self.try_1 :]]
 
     def finished(self, try_number: int = 2) -> dict[str, Any]:
-        return self.airflow.wait_for_task(self.dag_id, self.run_id, TASK, try_number=try_number, timeout=300)
+        return self.airflow.wait_for_task(self.dag_id, self.run_id, TASK, try_number=try_number)
 
     def page(self) -> dict[str, Any]:
         """What the journal page's API shows of the task instance: its journal now and its tries."""
@@ -305,7 +304,7 @@ def test_the_payment_example_refunds_once_when_its_worker_is_killed_in_the_refun
     payments = out / "example_payments"
     os.kill(airflow.wait_for_json(payments / "answer_lost_*.json", timeout=240)["pid"], signal.SIGKILL)
 
-    instance = airflow.wait_for_task(dag_id, run_id, task_id, try_number=2, timeout=300)
+    instance = airflow.wait_for_task(dag_id, run_id, task_id, try_number=2)
     assert (instance["state"], instance["try_number"]) == ("success", 2)
     [refund] = payments.glob("R-*.json")  # exactly once
     assert [len(tool_outputs(r.body)) for r in server.requests[start:]] == [0, 1]

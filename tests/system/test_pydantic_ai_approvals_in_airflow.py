@@ -51,7 +51,7 @@ def server():
 def airflow(server, out, tmp_path_factory, airflow_db):
     dags = tmp_path_factory.mktemp("pydantic_ai_approval_dags")
     (dags / "durable_pydantic_ai_approval.py").symlink_to(TEST_DAGS / "durable_pydantic_ai_approval.py")
-    env = {**durable_env(server, out), "DURABLE_TEST_OUT": str(out), "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300"}
+    env = {**durable_env(server, out), "DURABLE_TEST_OUT": str(out)}
     with ServicesWithTriggerer(dags, tmp_path_factory.mktemp("service_logs"), env) as services:
         yield services
 
@@ -79,7 +79,7 @@ def test_an_approval_answered_as_it_is_asked_resumes_the_task_and_the_refund_run
     run_id = airflow.trigger(DAG_ID)
 
     answer_when_asked(airflow, DAG_ID, run_id, "Approve", delay)
-    instance = airflow.wait_for_task(DAG_ID, run_id, TASK, timeout=300)
+    instance = airflow.wait_for_task(DAG_ID, run_id, TASK)
 
     assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
     # Two requests before the stop, one after the refund: the two before it replayed.
@@ -109,7 +109,7 @@ def test_an_approval_answered_once_the_task_waits_without_a_worker_resumes_it(ai
     assert shown["options"] == ["Approve", "Reject"]
 
     airflow.answer(DAG_ID, run_id, "Approve")
-    instance = airflow.wait_for_task(DAG_ID, run_id, TASK, timeout=300)
+    instance = airflow.wait_for_task(DAG_ID, run_id, TASK)
 
     assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
     assert len(server.requests) - first == 3
@@ -124,7 +124,7 @@ def test_a_rejected_refund_never_runs_and_the_model_hears_the_rejection(airflow,
     airflow.wait_until_waiting(DAG_ID, run_id)
 
     airflow.answer(DAG_ID, run_id, "Reject")
-    instance = airflow.wait_for_task(DAG_ID, run_id, TASK, timeout=300)
+    instance = airflow.wait_for_task(DAG_ID, run_id, TASK)
 
     assert (instance["state"], instance["try_number"]) == ("success", 1), airflow.last_log(instance)
     requests = server.requests[first:]
@@ -142,7 +142,7 @@ def test_a_retry_after_a_failure_past_the_approval_replays_the_decision_and_asks
     airflow.wait_until_waiting(DAG_ID, run_id)
     airflow.answer(DAG_ID, run_id, "Approve")
 
-    instance = airflow.wait_for_task(DAG_ID, run_id, TASK, try_number=2, timeout=300)
+    instance = airflow.wait_for_task(DAG_ID, run_id, TASK, try_number=2)
 
     assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.last_log(instance)
     # Try 1: two requests before the stop, one after the refund (close_ticket then failed the
@@ -183,7 +183,7 @@ def test_a_refund_found_in_flight_is_put_to_a_person_whose_answer_resolves_it(ai
         airflow.hitl_path(ASK_DAG_ID, run_id),
         {"chosen_options": [HAPPENED], "params_input": {"output": "refund confirmed by the bank"}},
     )
-    instance = airflow.wait_for_task(ASK_DAG_ID, run_id, TASK, try_number=2, timeout=300)
+    instance = airflow.wait_for_task(ASK_DAG_ID, run_id, TASK, try_number=2)
 
     assert (instance["state"], instance["try_number"]) == ("success", 2), airflow.last_log(instance)
     assert [tool for tool, _ in tool_runs(out, run_id)] == ["refund"]  # once, in try 1

@@ -79,8 +79,6 @@ def airflow(timing_servers, postgres, out, tmp_path_factory) -> Iterator[Service
         },
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.url,
         "DURABLE_TEST_OUT": str(out),
-        # A worker parses the DAG file at the start of each try: on a machine kept busy, in more than 30 s.
-        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
         # A worker for each task instance: none waits in the executor's queue.
         "AIRFLOW__CORE__PARALLELISM": str(len(INSTANCES) + 2),
     }
