@@ -22,7 +22,8 @@
 #
 # Each combination is scripts/sdk_versions.sh with NO_CONSTRAINTS=1 and AIRFLOW_VERSION=A, in a venv
 # of its own that no constrained install touched (.venv-combination-A-S, made once, resolved freely
-# by pip then); the venvs install side by side, the tests then run one combination at a time. Prints what pip resolved (Airflow, the SDK, openai, starlette, fastapi) per
+# by pip then); the venvs install side by side, the tests then run JOBS combinations at a time
+# (default 2). Prints what pip resolved (Airflow, the SDK, openai, starlette, fastapi) per
 # combination and exits non-zero if one failed to resolve or its tests failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -74,28 +75,52 @@ for combination in "${combinations[@]}"; do
         >"$LOGS/$combination.install" 2>&1 &
     installing[$combination]=$!
 done
+# The tests of one combination, its output on stdout; non-zero if they failed.
+tests_of() {
+    local combination=$1 failed=0
+    local airflow="${combination%%:*}" sdk="${combination##*:}" extra="${extras[$combination]}"
+    local venv="$ROOT/.venv-combination-$airflow-$sdk"
+    echo "resolved: $("$venv/bin/python" -m pip list --disable-pip-version-check 2>/dev/null |
+        grep -iE '^(apache-airflow|openai-agents|openai|starlette|fastapi|mcp|pydantic-ai-slim) ' | tr -s ' ' | paste -sd, -)"
+    if ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="$extra" bash scripts/sdk_versions.sh "$sdk" "${TESTS[@]}"; then
+        echo "sdk_combinations: the retries failed beside Airflow $airflow and openai-agents $sdk" >&2
+        failed=1
+    fi
+    if [[ "$extra" == pydantic-ai ]] &&
+        ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="$extra" bash scripts/sdk_versions.sh "$sdk" "${PYDANTIC_AI_TESTS[@]}"; then
+        echo "sdk_combinations: the Pydantic AI tests failed beside Airflow $airflow and openai-agents $sdk" >&2
+        failed=1
+    fi
+    return $failed
+}
+# The combinations' tests run JOBS at a time, each to a log of its own, shown in order once all
+# have ended: in CI they run last, on a machine the other jobs have left, where one combination's
+# dag.test() runs kept one of two cores busy (load 1 to 2 for the last 8 minutes, 2026-12-08).
+JOBS="${JOBS:-2}"
+declare -A testing=() tested=()
 status=0
 for combination in "${combinations[@]}"; do
-    airflow="${combination%%:*}" sdk="${combination##*:}"
-    extra="${extras[$combination]}"
-    echo "=== Airflow $airflow, openai-agents $sdk${extra:+, the extra [$extra]}, no constraints file"
     if ! wait "${installing[$combination]}"; then
+        tested[$combination]=install
+        continue
+    fi
+    while running=($(for pid in "${testing[@]}"; do kill -0 "$pid" 2>/dev/null && echo "$pid"; done)) &&
+        [[ ${#running[@]} -ge $JOBS ]]; do
+        wait -n "${running[@]}" || true
+    done
+    tests_of "$combination" >"$LOGS/$combination.tests" 2>&1 &
+    testing[$combination]=$!
+done
+for combination in "${combinations[@]}"; do
+    airflow="${combination%%:*}" sdk="${combination##*:}" extra="${extras[$combination]}"
+    echo "=== Airflow $airflow, openai-agents $sdk${extra:+, the extra [$extra]}, no constraints file"
+    if [[ "${tested[$combination]:-}" == install ]]; then
         cat "$LOGS/$combination.install"
         echo "sdk_combinations: Airflow $airflow with openai-agents $sdk did not install (output above)" >&2
         status=1
         continue
     fi
-    venv="$ROOT/.venv-combination-$airflow-$sdk"
-    echo "resolved: $("$venv/bin/python" -m pip list --disable-pip-version-check 2>/dev/null |
-        grep -iE '^(apache-airflow|openai-agents|openai|starlette|fastapi|mcp|pydantic-ai-slim) ' | tr -s ' ' | paste -sd, -)"
-    if ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="$extra" bash scripts/sdk_versions.sh "$sdk" "${TESTS[@]}"; then
-        echo "sdk_combinations: the retries failed beside Airflow $airflow and openai-agents $sdk" >&2
-        status=1
-    fi
-    if [[ "$extra" == pydantic-ai ]] &&
-        ! VENV="$venv" NO_CONSTRAINTS=1 AIRFLOW_VERSION="$airflow" EXTRAS="$extra" bash scripts/sdk_versions.sh "$sdk" "${PYDANTIC_AI_TESTS[@]}"; then
-        echo "sdk_combinations: the Pydantic AI tests failed beside Airflow $airflow and openai-agents $sdk" >&2
-        status=1
-    fi
+    wait "${testing[$combination]}" || status=1
+    cat "$LOGS/$combination.tests"
 done
 exit $status
