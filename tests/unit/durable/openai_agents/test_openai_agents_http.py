@@ -238,21 +238,35 @@ def test_a_request_whose_answer_failed_counts_what_it_used_in_the_try_and_the_bu
     assert journal.stats.budget["spent"]["total_tokens"] == 120
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["as_tool", "as_tool-on_stream"])
+@pytest.mark.parametrize(
+    "streamed", [False, True, "journaled"], ids=["as_tool", "as_tool-on_stream", "run_durably_streamed-in-a-tool"]
+)
 def test_a_model_called_inside_a_tool_counts_what_it_used_answered_or_failed(streamed):
-    # With on_stream, Agent.as_tool() streams its agent's run: the model calls inside are streamed.
-    # Before 0.24 the SDK stops reading a stream at a failed answer's event and keeps the stream: the
-    # budget must not wait for it to be let go of before the next request (it hung beside 0.20).
+    # With on_stream, Agent.as_tool() streams its agent's run: the model calls inside are streamed;
+    # a tool that runs run_durably_streamed journals its stream. Before 0.24 the SDK stops reading a
+    # stream at a failed answer's event and keeps the stream: the budget must not wait for it to be
+    # let go of before the next request (it hung beside 0.20).
     helper_model = ScriptedModel(
         [[assistant_message("found it")]],
         default_usage=Usage(requests=1, input_tokens=40, output_tokens=10, total_tokens=50),
     )
     failing_model = FailedAnswers()
-    on_stream = {"on_stream": lambda event: None} if streamed else {}
-    tools = [
-        Agent(name="helper", model=helper_model).as_tool("helper", "Finds things.", **on_stream),
-        Agent(name="failing", model=failing_model).as_tool("failing", "Fails.", **on_stream),
-    ]
+    on_stream = {"on_stream": lambda event: None} if streamed is True else {}
+    failing_tool = Agent(name="failing", model=failing_model).as_tool("failing", "Fails.", **on_stream)
+    if streamed == "journaled":
+
+        @function_tool(name_override="failing")
+        async def failing_tool(input: str) -> str:
+            """Fails."""
+            result = run_durably_streamed(Agent(name="failing", model=failing_model), input)
+            try:
+                async for _ in result.stream_events():
+                    pass
+            except AgentsException as error:
+                return f"failed: {error}"
+            return "failed"
+
+    tools = [Agent(name="helper", model=helper_model).as_tool("helper", "Finds things.", **on_stream), failing_tool]
     boss_model = ScriptedModel(
         [
             [function_call("helper", {"input": "find"}, call_id="c1")],
